@@ -1,0 +1,38 @@
+"""Oh: working memory for AI agents, kept strictly apart from reviewed knowledge.
+
+The public surface is re-exported here; ``__all__`` is checked by a test.
+"""
+
+from oh.core.canonical import canonical_bytes, canonical_text, parse_json, sha256_hex
+from oh.core.changes import Applied, LogEntry, Refused, RememberResult, parse_changes
+from oh.core.notebook import Notebook
+from oh.core.records import Record, StoredRecord
+from oh.errors import OhError
+from oh.storage.base import MemoryStore
+from oh.storage.libsql import LibsqlMemoryStore
+from oh.verify import VerifyReport, rebuild, verify_notebook, verify_store
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Applied",
+    "LibsqlMemoryStore",
+    "LogEntry",
+    "MemoryStore",
+    "Notebook",
+    "OhError",
+    "Record",
+    "Refused",
+    "RememberResult",
+    "StoredRecord",
+    "VerifyReport",
+    "__version__",
+    "canonical_bytes",
+    "canonical_text",
+    "parse_changes",
+    "parse_json",
+    "rebuild",
+    "sha256_hex",
+    "verify_notebook",
+    "verify_store",
+]

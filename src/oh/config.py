@@ -1,0 +1,68 @@
+"""Where Oh keeps its data: a data directory with the two embedded databases, or URLs.
+
+``--data DIR`` (``OH_DATA``, default ``./oh-data``) holds ``memory.db`` and ``knowledge.db``.
+``--memory-url`` / ``--knowledge-url`` (``OH_MEMORY_URL``, ``OH_KNOWLEDGE_URL``) override either
+database: a file path, ``file:PATH`` or ``libsql:PATH`` for the embedded backend.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from oh.errors import InvalidArgument
+from oh.storage.base import MemoryStore
+from oh.storage.libsql import LibsqlMemoryStore, Synchronous
+
+__all__ = ["DEFAULT_DATA_DIR", "Locations", "open_memory_store"]
+
+DEFAULT_DATA_DIR = "oh-data"
+
+
+@dataclass(frozen=True, slots=True)
+class Locations:
+    data_dir: Path
+    memory_url: str | None = None
+    knowledge_url: str | None = None
+
+    @classmethod
+    def resolve(
+        cls,
+        data_dir: str | None = None,
+        memory_url: str | None = None,
+        knowledge_url: str | None = None,
+    ) -> Locations:
+        """Explicit values win over the environment, which wins over the defaults."""
+        return cls(
+            data_dir=Path(data_dir or os.environ.get("OH_DATA") or DEFAULT_DATA_DIR),
+            memory_url=memory_url or os.environ.get("OH_MEMORY_URL") or None,
+            knowledge_url=knowledge_url or os.environ.get("OH_KNOWLEDGE_URL") or None,
+        )
+
+    def memory_path(self) -> Path:
+        return _embedded_path(self.memory_url, self.data_dir / "memory.db")
+
+    def knowledge_path(self) -> Path:
+        return _embedded_path(self.knowledge_url, self.data_dir / "knowledge.db")
+
+
+def _embedded_path(url: str | None, default: Path) -> Path:
+    if url is None:
+        default.parent.mkdir(parents=True, exist_ok=True)
+        return default
+    for prefix in ("libsql:", "file:"):
+        if url.startswith(prefix):
+            url = url[len(prefix) :].removeprefix("//")
+            break
+    else:
+        if "://" in url:
+            scheme = url.split("://", 1)[0]
+            raise InvalidArgument(f"no storage backend for {scheme}:// URLs in this install")
+    path = Path(url)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -> MemoryStore:
+    return LibsqlMemoryStore(locations.memory_path(), synchronous=synchronous)

@@ -1,0 +1,133 @@
+"""Canonical JSON (RFC 8785, JSON Canonicalization Scheme), strict JSON parsing, and digests.
+
+Every digest in Oh is ``sha256`` over the RFC 8785 form of a value, so the same content has the
+same digest on every backend and platform. ``rfc8785`` is the reference serializer; values
+without floats and with ASCII object keys take a fast path through the standard library's C
+encoder, whose output is byte-identical to RFC 8785 for exactly that subset (a property test
+holds the two equal).
+
+Only values JSON can carry without loss are accepted: no NaN or Infinity, no integers outside
+±(2^53−1), no lone surrogates, string keys only, bounded nesting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import rfc8785
+
+from oh.errors import InvalidArgument
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_SAFE_INTEGER",
+    "canonical_bytes",
+    "canonical_text",
+    "check_json",
+    "parse_json",
+    "sha256_hex",
+]
+
+MAX_SAFE_INTEGER = 2**53 - 1
+MAX_DEPTH = 32
+
+_fast_encoder = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+
+def _check_string(value: str, where: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{where}: string contains a lone surrogate") from None
+
+
+def _walk(value: Any, depth: int, where: str) -> bool:
+    """Validate ``value``; return True when the fast encoder is not exact for it."""
+    if depth > MAX_DEPTH:
+        raise InvalidArgument(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    kind = type(value)
+    if kind is str:
+        _check_string(value, where)
+        return False
+    if kind is bool or value is None:
+        return False
+    if kind is int:
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise InvalidArgument(f"{where}: integer outside ±(2^53-1)")
+        return False
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidArgument(f"{where}: NaN and Infinity are not JSON")
+        return True
+    if kind is list or kind is tuple:
+        slow = False
+        for item in value:
+            slow = _walk(item, depth + 1, where) or slow
+        return slow
+    if kind is dict:
+        slow = False
+        for key, item in value.items():
+            if type(key) is not str:
+                raise InvalidArgument(f"{where}: object keys must be strings")
+            _check_string(key, where)
+            if not key.isascii():
+                slow = True
+            slow = _walk(item, depth + 1, where) or slow
+        return slow
+    raise InvalidArgument(f"{where}: {kind.__name__} is not a JSON value")
+
+
+def check_json(value: Any, where: str = "value") -> None:
+    """Raise ``InvalidArgument`` unless ``value`` can be canonicalized without loss."""
+    _walk(value, 0, where)
+
+
+def canonical_text(value: Any, where: str = "value") -> str:
+    """The RFC 8785 serialization of ``value`` as text."""
+    if _walk(value, 0, where):
+        try:
+            return str(rfc8785.dumps(value).decode("utf-8"))
+        except rfc8785.CanonicalizationError as exc:  # pragma: no cover - _walk screens first
+            raise InvalidArgument(f"{where}: {exc}") from exc
+    return _fast_encoder.encode(value)
+
+
+def canonical_bytes(value: Any, where: str = "value") -> bytes:
+    """The RFC 8785 serialization of ``value`` as UTF-8 bytes."""
+    return canonical_text(value, where).encode("utf-8")
+
+
+def sha256_hex(data: bytes | str) -> str:
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in result:
+            raise InvalidArgument(f"duplicate object key {key!r}")
+        result[key] = item
+    return result
+
+
+def _no_constant(name: str) -> Any:
+    raise InvalidArgument(f"{name} is not a JSON value")
+
+
+def parse_json(text: str | bytes, where: str = "JSON") -> Any:
+    """Parse JSON strictly: duplicate keys, NaN/Infinity, lone surrogates and values that cannot
+    be canonicalized are refused with ``InvalidArgument``."""
+    try:
+        value = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+    except InvalidArgument:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"{where} is not valid JSON: {exc}") from None
+    check_json(value, where)
+    return value

@@ -1,0 +1,168 @@
+"""Records (SPEC §1): names, validation, the seven digested keys and the digest.
+
+A record's content is exactly ``{name, kind, text, fields, depends_on, supports, contradicts}``:
+all seven keys always present, link lists sorted, and ``digest`` = sha256 hex of its RFC 8785
+form. Server-stamped values (author, time, version) are never part of the content.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from oh.core.canonical import canonical_text, check_json, parse_json, sha256_hex
+from oh.errors import IntegrityError, InvalidArgument
+
+__all__ = [
+    "CONTENT_KEYS",
+    "LINK_KEYS",
+    "MAX_FIELDS_BYTES",
+    "MAX_LINKS",
+    "MAX_TEXT",
+    "NAME_PATTERN",
+    "Record",
+    "StoredRecord",
+    "check_name",
+    "kind_of",
+]
+
+NAME_PATTERN = r"^[a-z][a-z0-9_]{0,31}:[a-z0-9][a-z0-9._-]{0,119}$"
+_NAME = re.compile(NAME_PATTERN)
+MAX_TEXT = 4000
+MAX_LINKS = 64
+# The canonical form of ``fields`` may not exceed this many bytes (a note is a note, not a blob).
+MAX_FIELDS_BYTES = 16384
+LINK_KEYS = ("depends_on", "supports", "contradicts")
+CONTENT_KEYS = ("name", "kind", "text", "fields", *LINK_KEYS)
+# What a caller may put in a record: ``kind`` is accepted only when it equals the name's prefix,
+# so a record read back can be written again unchanged.
+_INPUT_KEYS = frozenset(("name", "kind", "text", "fields", *LINK_KEYS))
+
+
+def check_name(name: Any, where: str = "name") -> str:
+    if type(name) is not str:
+        raise InvalidArgument(f"{where} must be a string")
+    if _NAME.fullmatch(name) is None:
+        raise InvalidArgument(
+            f"{where} {name[:140]!r} does not match <kind>:<slug> ({NAME_PATTERN})"
+        )
+    return name
+
+
+def kind_of(name: str) -> str:
+    return name.partition(":")[0]
+
+
+def _links(value: Any, key: str, own_name: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if type(value) is not list:
+        raise InvalidArgument(f"record.{key} must be a list of names")
+    if len(value) > MAX_LINKS:
+        raise InvalidArgument(f"record.{key} has {len(value)} names; at most {MAX_LINKS}")
+    names = [check_name(item, f"record.{key} entry") for item in value]
+    if len(set(names)) != len(names):
+        raise InvalidArgument(f"record.{key} names a record twice")
+    if own_name in names:
+        raise InvalidArgument(f"record.{key} may not name the record itself")
+    return tuple(sorted(names))
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record's content: the seven keys that are digested. Build with ``Record.parse``."""
+
+    name: str
+    text: str
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    depends_on: tuple[str, ...] = ()
+    supports: tuple[str, ...] = ()
+    contradicts: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return kind_of(self.name)
+
+    @classmethod
+    def parse(cls, value: Any) -> Record:
+        """Validate a caller-supplied record object and return its normalized content."""
+        if not isinstance(value, Mapping):
+            raise InvalidArgument("record must be an object")
+        unknown = set(value) - _INPUT_KEYS
+        if unknown:
+            raise InvalidArgument(
+                f"record has unknown keys: {', '.join(sorted(map(str, unknown)))}"
+                " (author, time and version are stamped by the host)"
+            )
+        if "name" not in value:
+            raise InvalidArgument("record.name is required")
+        name = check_name(value["name"], "record.name")
+        if "kind" in value and value["kind"] != kind_of(name):
+            raise InvalidArgument("record.kind must equal the name's prefix")
+        text = value.get("text")
+        if type(text) is not str:
+            raise InvalidArgument("record.text is required and must be a string")
+        if len(text) > MAX_TEXT:
+            raise InvalidArgument(f"record.text has {len(text)} characters; at most {MAX_TEXT}")
+        fields = value.get("fields")
+        if fields is None:
+            fields = {}
+        if type(fields) is not dict:
+            raise InvalidArgument("record.fields must be a JSON object")
+        check_json(text, "record.text")
+        size = len(canonical_text(fields, "record.fields").encode("utf-8"))
+        if size > MAX_FIELDS_BYTES:
+            raise InvalidArgument(
+                f"record.fields is {size} bytes as canonical JSON; at most {MAX_FIELDS_BYTES}"
+            )
+        return cls(
+            name=name,
+            text=text,
+            fields=fields,
+            depends_on=_links(value.get("depends_on"), "depends_on", name),
+            supports=_links(value.get("supports"), "supports", name),
+            contradicts=_links(value.get("contradicts"), "contradicts", name),
+        )
+
+    def content(self) -> dict[str, Any]:
+        """The seven digested keys, exactly as ``read`` returns them."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "text": self.text,
+            "fields": dict(self.fields),
+            "depends_on": list(self.depends_on),
+            "supports": list(self.supports),
+            "contradicts": list(self.contradicts),
+        }
+
+    def canonical(self) -> str:
+        return canonical_text(self.content(), "record")
+
+    @property
+    def digest(self) -> str:
+        return sha256_hex(self.canonical())
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRecord:
+    """A current record as stored: its canonical content plus the server's stamps."""
+
+    name: str
+    kind: str
+    content: str  # canonical JSON of the seven keys
+    digest: str
+    author: str
+    written_at: str
+    version: int
+
+    def verified_content(self) -> dict[str, Any]:
+        """Parse the stored content after recomputing its digest; damage raises ``integrity``."""
+        if sha256_hex(self.content) != self.digest:
+            raise IntegrityError(f"stored record {self.name} does not match its digest")
+        value = parse_json(self.content, "stored record")
+        if canonical_text(value) != self.content or value.get("name") != self.name:
+            raise IntegrityError(f"stored record {self.name} is not in canonical form")
+        return dict(value)

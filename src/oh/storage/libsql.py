@@ -1,0 +1,492 @@
+"""The embedded backend: the memory database as one libSQL file.
+
+WAL journal, ``synchronous=FULL`` by default (an acknowledged write survives power loss), one
+writer at a time with ``BEGIN IMMEDIATE``, ``secure_delete`` so forgotten text is overwritten.
+Driver errors (always a plain ``ValueError`` from ``libsql``) are translated in ``translated``
+and nowhere else.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import libsql
+
+from oh.core.changes import (
+    Applied,
+    Change,
+    LogEntry,
+    LoggedChange,
+    Refused,
+    RememberResult,
+    check_against,
+    entry_hash,
+    fingerprint,
+    genesis_hash,
+    log_changes,
+)
+from oh.core.clock import utc_text
+from oh.core.notebook import Notebook, NotebookState, check_not_closed, check_writable
+from oh.core.records import StoredRecord
+from oh.errors import (
+    AlreadyExists,
+    IntegrityError,
+    NotFound,
+    OhError,
+    RequestIdReused,
+    StorageUnavailable,
+)
+
+__all__ = ["LibsqlMemoryStore", "Synchronous", "connect", "translated", "when_free"]
+
+Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
+
+_UNAVAILABLE = (
+    "database is locked",
+    "database table is locked",
+    "busy",
+    "disk i/o error",
+    "database or disk is full",
+    "readonly database",
+    "unable to open database file",
+    "no such table",
+)
+_DAMAGED = ("database disk image is malformed", "file is not a database")
+
+
+def translate(exc: Exception) -> OhError:
+    """Map a libsql error (a bare ``ValueError``) to Oh's error tree by its message."""
+    message = str(exc)
+    lowered = message.lower()
+    if "unique constraint failed" in lowered or "primary key" in lowered:
+        return AlreadyExists(f"already stored: {message}")
+    if any(marker in lowered for marker in _DAMAGED):
+        return IntegrityError(f"the database file is damaged: {message}")
+    if any(marker in lowered for marker in _UNAVAILABLE):
+        return StorageUnavailable(f"storage unavailable: {message}")
+    return StorageUnavailable(f"storage error: {message}")
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """The one place where driver errors become ``OhError``s (original chained)."""
+    try:
+        yield
+    except OhError:
+        raise
+    except (ValueError, OSError, RuntimeError) as exc:
+        raise translate(exc) from exc
+
+
+BUSY_WAIT_SECONDS = 5.0
+
+
+def when_free(conn: Any, sql: str, wait: float = BUSY_WAIT_SECONDS) -> None:
+    """Run ``sql``, retrying while another connection holds the lock.
+
+    libsql keeps the GIL while SQLite's own busy handler sleeps, which would stall every other
+    thread of the process (including the one holding the lock). So SQLite's handler is off
+    (``busy_timeout=0``) and the wait happens here, in Python, where sleeping releases the GIL.
+    """
+    deadline = time.monotonic() + wait
+    pause = 0.0005
+    while True:
+        try:
+            conn.execute(sql)
+            return
+        except ValueError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc).lower():
+                raise
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.02)
+
+
+def connect(path: str | Path, synchronous: Synchronous = "FULL") -> Any:
+    """Open a libSQL file with Oh's durability settings."""
+    with translated():
+        conn = libsql.connect(str(path), isolation_level=None)
+        conn.execute("PRAGMA busy_timeout=0")
+        when_free(conn, "PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.execute("PRAGMA foreign_keys=ON")
+    return conn
+
+
+def migrate(conn: Any, package: str) -> int:
+    """Apply the numbered ``*.sql`` files of ``package`` not yet applied; return the version.
+
+    Runs inside ``BEGIN IMMEDIATE``, so several processes starting at once apply each step once.
+    """
+    steps = sorted(
+        (entry.name, entry.read_text("utf-8"))
+        for entry in resources.files(package).iterdir()
+        if entry.name.endswith(".sql")
+    )
+    with translated():
+        when_free(conn, "BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations"
+                " (version INTEGER PRIMARY KEY, name TEXT NOT NULL)"
+            )
+            done = {
+                row[0] for row in conn.execute("SELECT version FROM schema_migrations").fetchall()
+            }
+            for name, sql in steps:
+                number = int(name.split("_", 1)[0])
+                if number in done:
+                    continue
+                for statement in _statements(sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (number, name)
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return max((int(name.split("_", 1)[0]) for name, _ in steps), default=0)
+
+
+def _statements(sql: str) -> list[str]:
+    lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
+    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
+
+
+_NOTEBOOK_COLUMNS = (
+    "id, owner, document, run, state, started_at, forgets_at, version, pinned_revision,"
+    " head_hash, purged_at"
+)
+
+
+def _notebook(row: Sequence[Any]) -> Notebook:
+    state: NotebookState = row[4]
+    return Notebook(
+        id=row[0],
+        owner=row[1],
+        document=row[2],
+        run=row[3],
+        state=state,
+        started_at=row[5],
+        forgets_at=row[6],
+        version=row[7],
+        pinned_revision=row[8],
+        head_hash=row[9],
+        purged_at=row[10],
+    )
+
+
+class LibsqlMemoryStore:
+    """``MemoryStore`` on one libSQL file. Thread-safe: one connection behind one lock."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_wait: float = BUSY_WAIT_SECONDS,
+    ) -> None:
+        self.path = Path(path)
+        self.busy_wait = busy_wait
+        self._lock = threading.RLock()
+        self._conn = connect(self.path, synchronous)
+        migrate(self._conn, "oh.storage.migrations.libsql")
+
+    # -- transactions ---------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        with self._lock, translated():
+            conn = self._conn
+            when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        with self._lock, translated():
+            conn = self._conn
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+
+    # -- notebooks ------------------------------------------------------------------------
+
+    def create_notebook(
+        self,
+        notebook_id: str,
+        *,
+        owner: str,
+        document: str,
+        run: str,
+        started_at: datetime,
+        forgets_at: datetime,
+        pinned_revision: int | None = None,
+    ) -> Notebook:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
+                " forgets_at, version, pinned_revision, head_hash)"
+                " VALUES (?, ?, ?, ?, 'opening', ?, ?, 0, ?, ?)",
+                (
+                    notebook_id,
+                    owner,
+                    document,
+                    run,
+                    utc_text(started_at),
+                    utc_text(forgets_at),
+                    pinned_revision,
+                    genesis_hash(notebook_id),
+                ),
+            )
+            return self._notebook(conn, notebook_id)
+
+    def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
+        with self._write() as conn:
+            notebook = self._notebook(conn, notebook_id)
+            if notebook.state == "open":
+                return notebook
+            check_not_closed(notebook.id, notebook.state)
+            conn.execute(
+                "UPDATE notebooks SET state = 'open', pinned_revision = ? WHERE id = ?",
+                (pinned_revision, notebook_id),
+            )
+            return self._notebook(conn, notebook_id)
+
+    def _notebook(self, conn: Any, notebook_id: str) -> Notebook:
+        row = conn.execute(
+            f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks WHERE id = ?", (notebook_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return _notebook(row)
+
+    def notebook(self, notebook_id: str) -> Notebook:
+        with self._lock, translated():
+            return self._notebook(self._conn, notebook_id)
+
+    def find_notebook(self, owner: str, document: str, run: str) -> Notebook | None:
+        with self._lock, translated():
+            row = self._conn.execute(
+                f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks"
+                " WHERE owner = ? AND document = ? AND run = ?",
+                (owner, document, run),
+            ).fetchone()
+        return None if row is None else _notebook(row)
+
+    def notebook_ids(self) -> list[str]:
+        with self._lock, translated():
+            return [
+                row[0]
+                for row in self._conn.execute("SELECT id FROM notebooks ORDER BY id").fetchall()
+            ]
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def remember(
+        self,
+        notebook_id: str,
+        *,
+        based_on: int,
+        request_id: str,
+        changes: tuple[Change, ...],
+        author: str,
+        now: datetime,
+    ) -> RememberResult:
+        # Everything that needs no database happens before the write lock is taken.
+        payload = fingerprint(based_on, changes)
+        logged = log_changes(changes)
+        written_at = utc_text(now)
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT state, forgets_at, version, head_hash FROM notebooks WHERE id = ?",
+                (notebook_id,),
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"no notebook {notebook_id}")
+            state, forgets_at, version, head_hash = row
+            check_writable(notebook_id, state, forgets_at, now)
+            prior = conn.execute(
+                "SELECT version, fingerprint FROM log WHERE notebook_id = ? AND request_id = ?",
+                (notebook_id, request_id),
+            ).fetchone()
+            if prior is not None:
+                if prior[1] != payload:
+                    raise RequestIdReused(
+                        f"request_id {request_id!r} was used for a different write",
+                        request_id=request_id,
+                    )
+                return self._entry(conn, notebook_id, prior[0]).result()
+            if based_on != version:
+                return Refused(current_version=version)
+            names = [change.name for change in changes]
+            marks = ",".join("?" * len(names))
+            existing = conn.execute(
+                f"SELECT name FROM records WHERE notebook_id = ? AND name IN ({marks})",
+                (notebook_id, *names),
+            ).fetchall()
+            check_against(changes, (r[0] for r in existing))
+            new_version = version + 1
+            new_hash = entry_hash(
+                notebook_id, new_version, request_id, payload, author, written_at, logged, head_hash
+            )
+            conn.execute(
+                "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+                " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    notebook_id,
+                    new_version,
+                    request_id,
+                    payload,
+                    author,
+                    written_at,
+                    head_hash,
+                    new_hash,
+                ),
+            )
+            conn.executemany(
+                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (notebook_id, new_version, seq, c.op, c.name, c.content, c.digest)
+                    for seq, c in enumerate(logged)
+                ],
+            )
+            self._apply_current(conn, notebook_id, logged, author, written_at, new_version)
+            conn.execute(
+                "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
+                (new_version, new_hash, notebook_id),
+            )
+        return Applied(new_version, tuple((c.name, c.digest) for c in logged))
+
+    @staticmethod
+    def _apply_current(
+        conn: Any,
+        notebook_id: str,
+        logged: Iterable[LoggedChange],
+        author: str,
+        written_at: str,
+        version: int,
+    ) -> None:
+        upserts = []
+        removals = []
+        for c in logged:
+            if c.op == "remove":
+                removals.append((notebook_id, c.name))
+            else:
+                kind = c.name.partition(":")[0]
+                upserts.append(
+                    (notebook_id, c.name, kind, c.content, c.digest, author, written_at, version)
+                )
+        if removals:
+            conn.executemany("DELETE FROM records WHERE notebook_id = ? AND name = ?", removals)
+        if upserts:
+            conn.executemany(
+                "INSERT OR REPLACE INTO records (notebook_id, name, kind, content, digest, author,"
+                " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                upserts,
+            )
+
+    # -- reads ----------------------------------------------------------------------------
+
+    _RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
+
+    def records(self, notebook_id: str) -> list[StoredRecord]:
+        with self._lock, translated():
+            rows = self._conn.execute(
+                f"SELECT {self._RECORD_COLUMNS} FROM records WHERE notebook_id = ? ORDER BY name",
+                (notebook_id,),
+            ).fetchall()
+        return [StoredRecord(*row) for row in rows]
+
+    def record(self, notebook_id: str, name: str) -> StoredRecord | None:
+        with self._lock, translated():
+            row = self._conn.execute(
+                f"SELECT {self._RECORD_COLUMNS} FROM records WHERE notebook_id = ? AND name = ?",
+                (notebook_id, name),
+            ).fetchone()
+        return None if row is None else StoredRecord(*row)
+
+    def _entry(self, conn: Any, notebook_id: str, version: int) -> LogEntry:
+        entries = self._entries(conn, notebook_id, version, version)
+        if not entries:
+            raise IntegrityError(f"log entry {version} of {notebook_id} is missing")
+        return entries[0]
+
+    @staticmethod
+    def _entries(conn: Any, notebook_id: str, first: int, last: int) -> list[LogEntry]:
+        heads = conn.execute(
+            "SELECT version, request_id, fingerprint, author, written_at, prev_hash, hash"
+            " FROM log WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
+            (notebook_id, first, last),
+        ).fetchall()
+        grouped: dict[int, list[LoggedChange]] = {}
+        for version, op, name, content, digest in conn.execute(
+            "SELECT version, op, name, content, digest FROM log_changes"
+            " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version, seq",
+            (notebook_id, first, last),
+        ).fetchall():
+            grouped.setdefault(version, []).append(LoggedChange(op, name, content, digest))
+        return [
+            LogEntry(
+                notebook_id,
+                version,
+                request_id,
+                fp,
+                author,
+                written_at,
+                tuple(grouped.get(version, ())),
+                prev_hash,
+                hash_,
+            )
+            for version, request_id, fp, author, written_at, prev_hash, hash_ in heads
+        ]
+
+    def log(self, notebook_id: str, *, batch: int = 5000) -> Iterator[LogEntry]:
+        first = 1
+        while True:
+            with self._read() as conn:
+                entries = self._entries(conn, notebook_id, first, first + batch - 1)
+                last = conn.execute(
+                    "SELECT max(version) FROM log WHERE notebook_id = ?", (notebook_id,)
+                ).fetchone()[0]
+            yield from entries
+            if last is None or first + batch - 1 >= last:
+                return
+            first += batch
+
+    def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
+        rows = [
+            (notebook_id, r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version)
+            for r in records
+        ]
+        with self._write() as conn:
+            conn.execute("DELETE FROM records WHERE notebook_id = ?", (notebook_id,))
+            conn.executemany(
+                "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+
+    def close(self) -> None:
+        with self._lock, translated():
+            self._conn.close()

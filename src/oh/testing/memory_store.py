@@ -1,0 +1,484 @@
+"""The store-level conformance suite (SPEC §2, §3 storage): every ``MemoryStore`` passes it.
+
+Subclass ``MemoryStoreConformance`` in a backend's test module and override the ``harness``
+fixture with a ``StoreHarness`` for that backend.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+import pytest
+
+from oh.core.changes import Applied, Refused, parse_changes
+from oh.core.notebook import new_notebook_id
+from oh.errors import (
+    AlreadyExists,
+    Expired,
+    Forbidden,
+    NotFound,
+    RequestIdReused,
+)
+from oh.storage.base import MemoryStore
+from oh.verify import rebuild, replay, verify_notebook
+
+__all__ = ["T0", "MemoryStoreConformance", "StoreHarness", "add", "open_notebook"]
+
+T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+LIFETIME = timedelta(hours=24)
+
+
+class StoreHarness(Protocol):
+    def open(self) -> MemoryStore:
+        """A new store (its own connection) on the harness's database."""
+        ...
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        """Run raw SQL (``?`` placeholders) against the database, outside Oh: for tampering."""
+        ...
+
+
+def open_notebook(store: MemoryStore, run: str = "run-1", owner: str = "ann") -> str:
+    notebook_id = new_notebook_id()
+    store.create_notebook(
+        notebook_id,
+        owner=owner,
+        document="doc-1",
+        run=run,
+        started_at=T0,
+        forgets_at=T0 + LIFETIME,
+    )
+    store.mark_open(notebook_id, None)
+    return notebook_id
+
+
+def add(name: str, text: str = "a note", **extra: Any) -> dict[str, Any]:
+    return {"op": "add", "record": {"name": name, "text": text, **extra}}
+
+
+def replace(name: str, text: str, **extra: Any) -> dict[str, Any]:
+    return {"op": "replace", "record": {"name": name, "text": text, **extra}}
+
+
+def remove(name: str) -> dict[str, Any]:
+    return {"op": "remove", "name": name}
+
+
+def write(
+    store: MemoryStore,
+    notebook_id: str,
+    based_on: int,
+    request_id: str,
+    *changes: dict[str, Any],
+    now: datetime = T0,
+    author: str = "agent:run-1",
+) -> Applied | Refused:
+    return store.remember(
+        notebook_id,
+        based_on=based_on,
+        request_id=request_id,
+        changes=parse_changes(list(changes)),
+        author=author,
+        now=now,
+    )
+
+
+def log_length(store: MemoryStore, notebook_id: str) -> int:
+    return sum(1 for _ in store.log(notebook_id))
+
+
+class MemoryStoreConformance:
+    """One test per rule. Backends override ``harness``."""
+
+    @pytest.fixture
+    def harness(self) -> StoreHarness:
+        raise NotImplementedError("a backend's test module provides the harness fixture")
+
+    @pytest.fixture
+    def store(self, harness: StoreHarness) -> Iterator[MemoryStore]:
+        store = harness.open()
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def notebook(self, store: MemoryStore) -> str:
+        return open_notebook(store)
+
+    # -- notebooks ------------------------------------------------------------------------
+
+    def test_a_notebook_is_created_opening_then_opened(self, store: MemoryStore) -> None:
+        notebook_id = new_notebook_id()
+        created = store.create_notebook(
+            notebook_id,
+            owner="ann",
+            document="d",
+            run="r",
+            started_at=T0,
+            forgets_at=T0 + LIFETIME,
+        )
+        assert (created.state, created.version) == ("opening", 0)
+        opened = store.mark_open(notebook_id, 3)
+        assert (opened.state, opened.pinned_revision) == ("open", 3)
+        assert store.notebook(notebook_id) == opened
+
+    def test_notebook_ids_and_runs_are_unique(self, store: MemoryStore, notebook: str) -> None:
+        with pytest.raises(AlreadyExists):
+            store.create_notebook(
+                notebook, owner="bob", document="d", run="x", started_at=T0, forgets_at=T0
+            )
+        with pytest.raises(AlreadyExists):
+            open_notebook(store, run="run-1")
+
+    def test_unknown_notebook_is_not_found(self, store: MemoryStore) -> None:
+        with pytest.raises(NotFound):
+            store.notebook("nb_missing")
+        with pytest.raises(NotFound):
+            write(store, "nb_missing", 0, "r-1", add("note:a"))
+
+    def test_find_notebook_by_owner_document_and_run(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        found = store.find_notebook("ann", "doc-1", "run-1")
+        assert found is not None and found.id == notebook
+        assert store.find_notebook("ann", "doc-1", "run-2") is None
+
+    # -- remember -------------------------------------------------------------------------
+
+    def test_an_applied_write_adds_one_to_the_version(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        result = write(store, notebook, 0, "r-1", add("note:a"), add("note:b"))
+        assert isinstance(result, Applied)
+        assert result.version == 1
+        assert [name for name, _ in result.written] == ["note:a", "note:b"]
+        assert store.notebook(notebook).version == 1
+
+    def test_written_digests_are_the_record_digests(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        result = write(store, notebook, 0, "r-1", add("note:a", supports=["note:z", "note:b"]))
+        assert isinstance(result, Applied)
+        stored = store.record(notebook, "note:a")
+        assert stored is not None
+        assert result.written == (("note:a", stored.digest),)
+        assert stored.verified_content()["supports"] == ["note:b", "note:z"]
+
+    def test_author_time_and_version_are_stamped_by_the_caller_of_the_store(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        later = T0 + timedelta(minutes=5)
+        write(store, notebook, 0, "r-1", add("note:a"), now=later, author="agent:x")
+        stored = store.record(notebook, "note:a")
+        assert stored is not None
+        assert (stored.author, stored.written_at, stored.version) == (
+            "agent:x",
+            "2026-11-29T12:05:00.000000Z",
+            1,
+        )
+
+    def test_a_remove_is_written_with_a_null_digest(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        result = write(store, notebook, 1, "r-2", remove("note:a"))
+        assert result == Applied(2, (("note:a", None),))
+        assert store.record(notebook, "note:a") is None
+
+    def test_replace_gives_a_name_new_content(self, store: MemoryStore, notebook: str) -> None:
+        write(store, notebook, 0, "r-1", add("note:a", "first"))
+        write(store, notebook, 1, "r-2", replace("note:a", "second"))
+        stored = store.record(notebook, "note:a")
+        assert stored is not None
+        assert stored.verified_content()["text"] == "second"
+        assert stored.version == 2
+
+    def test_a_stale_write_is_refused_with_the_current_version(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        result = write(store, notebook, 0, "r-2", add("note:b"))
+        assert result == Refused(current_version=1)
+        assert store.record(notebook, "note:b") is None
+        assert log_length(store, notebook) == 1
+
+    def test_a_refusal_does_not_use_up_the_request_id(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        assert isinstance(write(store, notebook, 0, "r-2", add("note:b")), Refused)
+        # The same id with a different payload is fine: nothing was recorded for it.
+        assert write(store, notebook, 1, "r-2", add("note:b")) == Applied(
+            2,
+            (("note:b", store.record(notebook, "note:b").digest),),  # type: ignore[union-attr]
+        )
+
+    def test_an_identical_retry_returns_the_original_result_and_writes_nothing(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        first = write(store, notebook, 0, "r-1", add("note:a"))
+        write(store, notebook, 1, "r-2", add("note:b"))
+        retry = write(store, notebook, 0, "r-1", add("note:a"), now=T0 + timedelta(hours=1))
+        assert retry == first
+        assert retry.to_json() == first.to_json()
+        assert log_length(store, notebook) == 2
+        assert store.notebook(notebook).version == 2
+
+    def test_a_retry_with_the_links_in_another_order_is_identical(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        first = write(store, notebook, 0, "r-1", add("note:a", depends_on=["note:b", "note:c"]))
+        retry = write(store, notebook, 0, "r-1", add("note:a", depends_on=["note:c", "note:b"]))
+        assert retry == first
+
+    def test_a_reused_request_id_with_another_payload_is_refused(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        with pytest.raises(RequestIdReused):
+            write(store, notebook, 0, "r-1", add("note:a", "other text"))
+        with pytest.raises(RequestIdReused):
+            write(store, notebook, 1, "r-1", add("note:a"))
+        assert log_length(store, notebook) == 1
+
+    def test_request_ids_belong_to_one_notebook(self, store: MemoryStore, notebook: str) -> None:
+        other = open_notebook(store, run="run-2")
+        write(store, notebook, 0, "r-1", add("note:a"))
+        assert isinstance(write(store, other, 0, "r-1", add("note:b")), Applied)
+
+    def test_adding_an_existing_name_is_already_exists(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        with pytest.raises(AlreadyExists):
+            write(store, notebook, 1, "r-2", add("note:a"))
+
+    @pytest.mark.parametrize("change", [replace("note:zz", "x"), remove("note:zz")])
+    def test_replacing_or_removing_a_missing_name_is_not_found(
+        self, store: MemoryStore, notebook: str, change: dict[str, Any]
+    ) -> None:
+        with pytest.raises(NotFound):
+            write(store, notebook, 0, "r-1", change)
+
+    def test_a_batch_applies_entirely_or_not_at_all(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        with pytest.raises(NotFound):
+            write(
+                store,
+                notebook,
+                1,
+                "r-2",
+                add("note:b"),
+                replace("note:a", "new"),
+                remove("note:missing"),
+            )
+        assert store.record(notebook, "note:b") is None
+        assert store.record(notebook, "note:a").verified_content()["text"] == "a note"  # type: ignore[union-attr]
+        assert store.notebook(notebook).version == 1
+        assert log_length(store, notebook) == 1
+        # ...and the failed call did not use up its request id.
+        assert isinstance(write(store, notebook, 1, "r-2", add("note:b")), Applied)
+
+    def test_a_notebook_still_opening_refuses_writes(self, store: MemoryStore) -> None:
+        notebook_id = new_notebook_id()
+        store.create_notebook(
+            notebook_id,
+            owner="ann",
+            document="d",
+            run="r",
+            started_at=T0,
+            forgets_at=T0 + LIFETIME,
+        )
+        with pytest.raises(Forbidden):
+            write(store, notebook_id, 0, "r-1", add("note:a"))
+
+    def test_a_notebook_past_its_forget_time_refuses_writes_and_retries(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        with pytest.raises(Expired):
+            write(store, notebook, 1, "r-2", add("note:b"), now=T0 + LIFETIME)
+        with pytest.raises(Expired):
+            write(store, notebook, 0, "r-1", add("note:a"), now=T0 + LIFETIME)
+
+    # -- reads, log, verify ---------------------------------------------------------------
+
+    def test_records_are_listed_in_name_order(self, store: MemoryStore, notebook: str) -> None:
+        write(store, notebook, 0, "r-1", add("note:c"), add("lead:b"), add("note:a"))
+        assert [r.name for r in store.records(notebook)] == ["lead:b", "note:a", "note:c"]
+
+    def test_notebooks_never_see_each_others_records(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        other = open_notebook(store, run="run-2")
+        write(store, notebook, 0, "r-1", add("note:a"))
+        assert store.records(other) == []
+        assert store.record(other, "note:a") is None
+
+    def test_the_log_is_hash_chained_in_version_order(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        for version in range(3):
+            write(store, notebook, version, f"r-{version}", add(f"note:n{version}"))
+        entries = list(store.log(notebook))
+        assert [e.version for e in entries] == [1, 2, 3]
+        for before, after in itertools.pairwise(entries):
+            assert after.prev_hash == before.hash
+        assert all(e.expected_hash() == e.hash for e in entries)
+        assert store.notebook(notebook).head_hash == entries[-1].hash
+
+    def test_replaying_the_log_rebuilds_the_current_records(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"), add("note:b"))
+        write(store, notebook, 1, "r-2", replace("note:a", "x"), remove("note:b"))
+        write(store, notebook, 2, "r-3", add("note:b", "back"))
+        state = replay(store.log(notebook))
+        assert sorted(state.values(), key=lambda r: r.name) == store.records(notebook)
+        assert verify_notebook(store, notebook).ok
+
+    def test_an_acknowledged_write_survives_reopening(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        store.close()
+        again = harness.open()
+        try:
+            assert again.notebook(notebook).version == 1
+            assert [r.name for r in again.records(notebook)] == ["note:a"]
+            assert verify_notebook(again, notebook).ok
+        finally:
+            again.close()
+
+    # -- tamper evidence and rebuild ------------------------------------------------------
+
+    def test_verify_detects_an_altered_log_entry(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        harness.execute(
+            "UPDATE log SET author = 'agent:mallory' WHERE notebook_id = ?", (notebook,)
+        )
+        assert {p.what for p in verify_notebook(store, notebook).problems} >= {"chain"}
+
+    def test_verify_detects_altered_logged_content(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a", "true text"))
+        harness.execute(
+            "UPDATE log_changes SET content = replace(content, 'true', 'fake')"
+            " WHERE notebook_id = ?",
+            (notebook,),
+        )
+        whats = {p.what for p in verify_notebook(store, notebook).problems}
+        assert "digest" in whats
+
+    def test_verify_detects_a_truncated_log(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        write(store, notebook, 1, "r-2", add("note:b"))
+        harness.execute(
+            "DELETE FROM log_changes WHERE notebook_id = ? AND version = 2", (notebook,)
+        )
+        harness.execute("DELETE FROM log WHERE notebook_id = ? AND version = 2", (notebook,))
+        whats = {p.what for p in verify_notebook(store, notebook).problems}
+        assert {"head", "drift"} <= whats
+
+    def test_verify_detects_drift_in_the_current_records(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a", "true text"))
+        harness.execute(
+            "UPDATE records SET content = replace(content, 'true', 'fake') WHERE notebook_id = ?",
+            (notebook,),
+        )
+        problems = verify_notebook(store, notebook).problems
+        assert {"drift", "digest"} <= {p.what for p in problems}
+
+    def test_rebuild_restores_the_current_records_exactly(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"), add("note:b", depends_on=["note:a"]))
+        write(store, notebook, 1, "r-2", replace("note:a", "changed"))
+        before = store.records(notebook)
+        harness.execute("DELETE FROM records WHERE notebook_id = ?", (notebook,))
+        harness.execute(
+            "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at,"
+            " version) VALUES (?, 'note:zz', 'note', '{}', 'x', 'a', 'b', 9)",
+            (notebook,),
+        )
+        assert not verify_notebook(store, notebook).ok
+        assert rebuild(store, notebook) == 2
+        assert store.records(notebook) == before
+        assert verify_notebook(store, notebook).ok
+
+    # -- the database enforces the invariants ---------------------------------------------
+
+    def test_the_database_refuses_a_second_entry_at_one_version(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate|primary"):
+            harness.execute(
+                "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+                " written_at, prev_hash, hash) VALUES (?, 1, 'r-9', 'f', 'a', 'w', 'p', 'h')",
+                (notebook,),
+            )
+
+    def test_the_database_refuses_a_request_id_twice(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+            harness.execute(
+                "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+                " written_at, prev_hash, hash) VALUES (?, 2, 'r-1', 'f', 'a', 'w', 'p', 'h')",
+                (notebook,),
+            )
+
+    def test_concurrent_writers_never_lose_an_update(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        """Writers on their own connections race on one notebook: every applied write gets
+        its own version, versions are contiguous, every refusal names a newer version."""
+        writers, attempts = 4, 15
+        applied: list[int] = []
+        refusals: list[tuple[int, int]] = []
+        lock = threading.Lock()
+
+        def run(worker: int) -> None:
+            own = harness.open()
+            try:
+                for attempt in range(attempts):
+                    based_on = own.notebook(notebook).version
+                    result = write(
+                        own,
+                        notebook,
+                        based_on,
+                        f"w{worker}-{attempt}",
+                        add(f"note:w{worker}-{attempt}"),
+                    )
+                    with lock:
+                        if isinstance(result, Applied):
+                            applied.append(result.version)
+                        else:
+                            refusals.append((based_on, result.current_version))
+            finally:
+                own.close()
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in range(writers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert sorted(applied) == list(range(1, len(applied) + 1))
+        assert all(current > based_on for based_on, current in refusals)
+        assert len(applied) + len(refusals) == writers * attempts
+        assert len(store.records(notebook)) == len(applied)
+        assert verify_notebook(store, notebook).ok

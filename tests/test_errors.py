@@ -1,0 +1,59 @@
+"""The error codes and their HTTP statuses are a public contract (SPEC §5, §11)."""
+
+from __future__ import annotations
+
+import pytest
+
+from oh import errors
+from oh.errors import HTTP_STATUS, OhError, error_for_code
+
+SPEC_CODES = {
+    "invalid_argument": 400,
+    "too_many_changes": 400,
+    "unknown_question": 400,
+    "token_invalid": 400,
+    "token_expired": 400,
+    "unauthenticated": 401,
+    "forbidden": 403,
+    "not_found": 404,
+    "already_exists": 409,
+    "request_id_reused": 409,
+    "expired": 410,
+    "purged": 410,
+    "integrity": 500,
+    "storage_unavailable": 503,
+}
+
+
+def test_the_codes_and_statuses_are_exactly_the_specs() -> None:
+    assert HTTP_STATUS == SPEC_CODES
+
+
+def test_every_error_class_has_a_code_in_the_table() -> None:
+    classes = [
+        value
+        for value in vars(errors).values()
+        if isinstance(value, type) and issubclass(value, OhError) and value is not OhError
+    ]
+    assert {cls.code for cls in classes} == set(SPEC_CODES)
+
+
+def test_integrity_is_the_only_500() -> None:
+    assert [code for code, status in HTTP_STATUS.items() if status >= 500 and status < 503] == [
+        "integrity"
+    ]
+
+
+@pytest.mark.parametrize("code", sorted(SPEC_CODES))
+def test_an_error_body_carries_code_and_message(code: str) -> None:
+    error = error_for_code(code, "what happened", name="note:a")
+    assert error.code == code
+    assert error.http_status == SPEC_CODES[code]
+    assert error.to_json() == {
+        "error": {"code": code, "message": "what happened", "name": "note:a"}
+    }
+
+
+def test_too_many_changes_and_unknown_question_are_invalid_arguments() -> None:
+    assert issubclass(errors.TooManyChanges, errors.InvalidArgument)
+    assert issubclass(errors.UnknownQuestion, errors.InvalidArgument)

@@ -1,0 +1,110 @@
+"""The libSQL backend runs the store conformance suite and the stateful model test unchanged,
+plus the checks only an embedded file can have (durability settings, driver error mapping)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import libsql
+import pytest
+from hypothesis import HealthCheck, settings
+
+from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
+from oh.storage.libsql import LibsqlMemoryStore, translate
+from oh.testing.memory_store import T0, MemoryStoreConformance, StoreHarness
+from oh.testing.stateful import notebook_machine
+
+
+class LibsqlHarness:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def open(self) -> LibsqlMemoryStore:
+        return LibsqlMemoryStore(self.path)
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        conn = libsql.connect(str(self.path), isolation_level=None)
+        try:
+            conn.execute(sql, params)
+        finally:
+            conn.close()
+
+
+class TestLibsqlMemoryStore(MemoryStoreConformance):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> StoreHarness:
+        return LibsqlHarness(tmp_path / "memory.db")
+
+
+def test_the_embedded_store_is_durable_by_default(tmp_path: Path) -> None:
+    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    conn = store._conn
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert conn.execute("PRAGMA secure_delete").fetchone()[0] == 1
+    store.close()
+
+
+def test_durability_is_configurable(tmp_path: Path) -> None:
+    store = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
+    store.close()
+
+
+def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
+    LibsqlMemoryStore(tmp_path / "memory.db").close()
+    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    rows = store._conn.execute("SELECT version FROM schema_migrations").fetchall()
+    assert rows == [(1,)]
+    store.close()
+
+
+@pytest.mark.parametrize(
+    ("message", "error"),
+    [
+        ("database is locked", StorageUnavailable),
+        ("disk I/O error", StorageUnavailable),
+        ("database or disk is full", StorageUnavailable),
+        ("attempt to write a readonly database", StorageUnavailable),
+        ("UNIQUE constraint failed: notebooks.id", AlreadyExists),
+        ("database disk image is malformed", IntegrityError),
+        ("something nobody expected", StorageUnavailable),
+    ],
+)
+def test_driver_errors_are_translated_in_one_place(message: str, error: type) -> None:
+    assert type(translate(ValueError(message))) is error
+
+
+def test_a_locked_database_is_storage_unavailable(tmp_path: Path) -> None:
+    store = LibsqlMemoryStore(tmp_path / "memory.db", busy_wait=0.05)
+    blocker = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StorageUnavailable):
+            store.create_notebook(
+                "nb_x",
+                owner="a",
+                document="d",
+                run="r",
+                started_at=T0,
+                forgets_at=T0,
+            )
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    assert store.notebook_ids() == []
+    store.close()
+
+
+def test_the_store_matches_the_model_over_random_steps(tmp_path: Path) -> None:
+    machine = notebook_machine(
+        lambda: LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    )
+    machine.TestCase.settings = settings(
+        max_examples=25,
+        stateful_step_count=20,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    machine.TestCase().runTest()

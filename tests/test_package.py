@@ -1,0 +1,118 @@
+"""The package's shape: the public surface, the import direction, and documented commands."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import oh
+from oh.cli import COMMANDS
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "oh"
+
+# Lower layers never import higher ones: core <- storage <- services <- tools/host <- transports.
+LAYERS = {
+    "errors": 0,
+    "core": 1,
+    "storage": 2,
+    "verify": 3,
+    "config": 3,
+    "notebooks": 3,
+    "knowledge": 3,
+    "query": 3,
+    "recall": 3,
+    "profiles": 3,
+    "tools": 4,
+    "host": 4,
+    "demo": 5,
+    "cli": 5,
+    "http": 5,
+    "mcp": 5,
+    "panel": 5,
+    "testing": 6,
+}
+
+
+def _layer(module: str) -> int | None:
+    parts = module.split(".")
+    if parts[0] != "oh":
+        return None
+    if len(parts) == 1:
+        return 6  # the package root re-exports everything
+    return LAYERS.get(parts[1])
+
+
+def test_the_public_surface_is_exactly_all() -> None:
+    exported = {name for name in dir(oh) if not name.startswith("_")} - {
+        "core",
+        "errors",
+        "storage",
+        "verify",
+        "config",
+        "cli",
+        "demo",
+        "testing",
+    }
+    assert exported <= set(oh.__all__)
+    for name in oh.__all__:
+        assert hasattr(oh, name), name
+
+
+def test_imports_flow_one_way() -> None:
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        module = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+        module = module.removesuffix(".__init__")
+        own = _layer(module)
+        assert own is not None, f"{module} has no layer in LAYERS"
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for target in targets:
+                layer = _layer(target)
+                if layer is not None and layer > own and target != "oh":
+                    offenders.append(f"{module} imports {target}")
+                if target == "oh" and module != "oh" and own < 5:
+                    offenders.append(f"{module} imports the package root")
+    assert offenders == []
+
+
+def test_core_uses_only_the_standard_library_and_the_canonicalizer() -> None:
+    allowed = set(sys.stdlib_module_names) | {"oh", "rfc8785"}
+    for path in (SRC / "core").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                assert node.module.split(".")[0] in allowed, (path, node.module)
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    assert alias.name.split(".")[0] in allowed, (path, alias.name)
+
+
+def test_every_cli_command_is_documented() -> None:
+    documented = set(
+        re.findall(r"^## `oh ([a-z-]+)", (ROOT / "docs" / "cli.md").read_text(), re.MULTILINE)
+    )
+    assert set(COMMANDS) <= documented
+
+
+def test_oh_version_prints_the_package_version() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "oh.cli", "--version"], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == f"oh {oh.__version__}"
+
+
+def test_the_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one() -> None:
+    readme = (ROOT / "README.md").read_text()
+    blocks = re.findall(r"```(?:sh|bash|console)\n(.*?)```", readme.split("## ", 2)[1], re.S)
+    commands = [line for block in blocks for line in block.splitlines() if line.strip()]
+    assert len(commands) == 2, commands
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "scripts/test" in ci and "scripts/test" in commands[1]
