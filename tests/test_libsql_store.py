@@ -11,7 +11,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
-from oh.storage.libsql import LibsqlMemoryStore, translate
+from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, translate
+from oh.testing.lifecycle import NotebookLifecycleConformance
 from oh.testing.memory_store import T0, MemoryStoreConformance, StoreHarness
 from oh.testing.stateful import notebook_machine
 
@@ -56,7 +57,7 @@ def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
     LibsqlMemoryStore(tmp_path / "memory.db").close()
     store = LibsqlMemoryStore(tmp_path / "memory.db")
     rows = store._conn.execute("SELECT version FROM schema_migrations").fetchall()
-    assert rows == [(1,)]
+    assert rows == [(1,), (2,)]
     store.close()
 
 
@@ -108,3 +109,20 @@ def test_the_store_matches_the_model_over_random_steps(tmp_path: Path) -> None:
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
     )
     machine.TestCase().runTest()
+
+
+class LibsqlLifecycleHarness(LibsqlHarness):
+    def purge_access(self) -> LibsqlPurgeAccess:
+        return LibsqlPurgeAccess(self.path)
+
+    def purge_execute(self, access: Any, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        return access._conn.execute(sql, params).fetchall()
+
+    def files(self) -> list[Path]:
+        return [self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")]
+
+
+class TestLibsqlNotebookLifecycle(NotebookLifecycleConformance):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> LibsqlLifecycleHarness:
+        return LibsqlLifecycleHarness(tmp_path / "memory.db")

@@ -8,19 +8,25 @@ from oh.core.changes import Applied, LogEntry, Refused, RememberResult, parse_ch
 from oh.core.notebook import Notebook
 from oh.core.records import Record, StoredRecord
 from oh.errors import OhError
-from oh.storage.base import MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.notebooks import ForgetReport, Notebooks, PurgeReport, purge_expired
+from oh.storage.base import MemoryStore, PurgeAccess
+from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
 from oh.verify import VerifyReport, rebuild, verify_notebook, verify_store
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Applied",
+    "ForgetReport",
     "LibsqlMemoryStore",
+    "LibsqlPurgeAccess",
     "LogEntry",
     "MemoryStore",
     "Notebook",
+    "Notebooks",
     "OhError",
+    "PurgeAccess",
+    "PurgeReport",
     "Record",
     "Refused",
     "RememberResult",
@@ -31,6 +37,7 @@ __all__ = [
     "canonical_text",
     "parse_changes",
     "parse_json",
+    "purge_expired",
     "rebuild",
     "sha256_hex",
     "verify_notebook",

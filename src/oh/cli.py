@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from oh import __version__
@@ -48,6 +51,53 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def parse_every(text: str) -> float:
+    """``300``, ``300s``, ``5m``, ``1h`` → seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (try 30, 30s, 5m, 1h)"
+        ) from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError("the interval must be positive")
+    return seconds
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    from oh.notebooks import purge_expired
+    from oh.storage.libsql import LibsqlPurgeAccess
+
+    access = LibsqlPurgeAccess(_locations(args).memory_path())
+    stop = threading.Event()
+
+    def request_stop(signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    grace = timedelta(seconds=args.opening_grace)
+    try:
+        while True:
+            try:
+                report = purge_expired(access, datetime.now(UTC), opening_grace=grace)
+                print(json.dumps(report.to_json()), flush=True)
+            except OhError as exc:
+                if args.every is None:
+                    raise
+                # A scheduled worker outlives a passing fault; it says so and tries again.
+                print(json.dumps({"event": "purge_failed", **exc.to_json()}), flush=True)
+            if args.every is None or stop.wait(args.every):
+                break
+    finally:
+        access.close()
+    if args.every is not None:
+        print(json.dumps({"event": "purge_stopped"}), flush=True)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from oh.demo import run_demo
 
@@ -62,6 +112,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
         "replay every log, check hash chains and digests, compare derived tables",
         cmd_verify,
     ),
+    "purge": ("delete expired notebooks once, or on a schedule with --every", cmd_purge),
     "demo": ("walk through the reef-recovery example against a fresh embedded store", cmd_demo),
 }
 
@@ -81,6 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(handler=handler)
         if name == "verify":
             command.add_argument("--json", action="store_true", help="print the report as JSON")
+        if name == "purge":
+            command.add_argument(
+                "--every",
+                type=parse_every,
+                metavar="SECONDS",
+                help="run a pass every SECONDS (or 30s, 5m, 1h) until SIGTERM/SIGINT",
+            )
+            command.add_argument(
+                "--opening-grace",
+                type=float,
+                default=600.0,
+                metavar="SECONDS",
+                help="mark empty a notebook still opening after this long (default 600)",
+            )
     return parser
 
 
@@ -93,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # e.g. `oh demo | head`
+        return 141
 
 
 if __name__ == "__main__":

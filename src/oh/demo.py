@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from oh.core.changes import Applied, parse_changes
-from oh.core.notebook import new_notebook_id
+from oh.notebooks import Notebooks
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.verify import verify_store
 
@@ -31,18 +31,9 @@ def run_demo(data_dir: Path, say: Callable[[str], None] = print) -> bool:
 
 
 def _walk(store: LibsqlMemoryStore, data_dir: Path, say: Callable[[str], None]) -> bool:
-    now = datetime.now(UTC)
     author = "agent:reef-run-1"
-    notebook_id = new_notebook_id()
-    store.create_notebook(
-        notebook_id,
-        owner="researcher",
-        document="reef-recovery-question",
-        run="reef-run-1",
-        started_at=now,
-        forgets_at=now + timedelta(hours=24),
-    )
-    notebook = store.mark_open(notebook_id, None)
+    notebook = Notebooks(store).open("researcher", "reef-recovery-question", "reef-run-1")
+    notebook_id = notebook.id
     say(f"Memory database: {data_dir / 'memory.db'}")
     say(
         f"1. A research assistant starts run reef-run-1 on 'reef-recovery-question': notebook "

@@ -15,7 +15,7 @@ from oh.core.changes import Change, LogEntry, RememberResult
 from oh.core.notebook import Notebook
 from oh.core.records import StoredRecord
 
-__all__ = ["MemoryStore"]
+__all__ = ["MemoryStore", "PurgeAccess"]
 
 
 class MemoryStore(Protocol):
@@ -60,6 +60,15 @@ class MemoryStore(Protocol):
         """Apply a validated write atomically under SPEC §2 (version check, idempotency)."""
         ...
 
+    def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
+        """Delete the notebook's content at once and leave a tombstone (state ``purged``);
+        return the rows removed per table. ``purged`` if it was already gone."""
+        ...
+
+    def compact(self) -> bool:
+        """Make deleted content leave the database files (checkpoint, vacuum)."""
+        ...
+
     def records(self, notebook_id: str) -> list[StoredRecord]:
         """The current records, ordered by name."""
         ...
@@ -73,5 +82,34 @@ class MemoryStore(Protocol):
     def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
         """Swap the derived current table for ``records`` (used by rebuild)."""
         ...
+
+    def close(self) -> None: ...
+
+
+class PurgeAccess(Protocol):
+    """The purge worker's credential: exactly what SPEC §3 lets the worker do, nothing else.
+
+    It cannot create, open, reopen or write to a notebook, and cannot read note content; the
+    backend enforces that with the database's own permissions, not only with this interface.
+    """
+
+    def expired(self, now: datetime, limit: int = 1000) -> list[str]:
+        """Ids of notebooks past their forget time and not yet purged."""
+        ...
+
+    def stale_openings(self, cutoff: datetime, limit: int = 1000) -> list[str]:
+        """Ids of notebooks still ``opening`` that started before ``cutoff``."""
+        ...
+
+    def purge(self, notebook_ids: Iterable[str], now: datetime) -> dict[str, dict[str, int]]:
+        """Delete each notebook still past its forget time (re-checked atomically), leaving the
+        tombstone; return the rows removed per table for each purged notebook."""
+        ...
+
+    def mark_empty(self, notebook_ids: Iterable[str], cutoff: datetime, now: datetime) -> list[str]:
+        """Mark ``empty`` each notebook still ``opening`` since before ``cutoff``."""
+        ...
+
+    def compact(self) -> bool: ...
 
     def close(self) -> None: ...

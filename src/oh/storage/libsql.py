@@ -9,6 +9,7 @@ and nowhere else.
 from __future__ import annotations
 
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -41,11 +42,20 @@ from oh.errors import (
     IntegrityError,
     NotFound,
     OhError,
+    Purged,
     RequestIdReused,
     StorageUnavailable,
 )
 
-__all__ = ["LibsqlMemoryStore", "Synchronous", "connect", "translated", "when_free"]
+__all__ = [
+    "LibsqlMemoryStore",
+    "LibsqlPurgeAccess",
+    "Synchronous",
+    "connect",
+    "purge_authorizer",
+    "translated",
+    "when_free",
+]
 
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
 
@@ -66,6 +76,9 @@ def translate(exc: Exception) -> OhError:
     """Map a libsql error (a bare ``ValueError``) to Oh's error tree by its message."""
     message = str(exc)
     lowered = message.lower()
+    if "oh: " in lowered:
+        # A trigger of ours refused: a write raced a forget or purge and lost.
+        return Purged(f"refused by the database: {message.split('oh: ', 1)[1]}")
     if "unique constraint failed" in lowered or "primary key" in lowered:
         return AlreadyExists(f"already stored: {message}")
     if any(marker in lowered for marker in _DAMAGED):
@@ -160,8 +173,39 @@ def migrate(conn: Any, package: str) -> int:
 
 
 def _statements(sql: str) -> list[str]:
-    lines = [line for line in sql.splitlines() if not line.lstrip().startswith("--")]
-    return [part.strip() for part in "\n".join(lines).split(";") if part.strip()]
+    """Split a migration into statements: each ends with ``;`` at a line end, except inside
+    a trigger's ``BEGIN ... END;`` body."""
+    statements: list[str] = []
+    current: list[str] = []
+    in_body = False
+    for line in sql.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("--"):
+            continue
+        current.append(line)
+        if stripped.upper() == "BEGIN":
+            in_body = True
+        elif stripped.upper() == "END;":
+            in_body = False
+        if stripped.endswith(";") and not in_body:
+            statements.append("\n".join(current).rstrip().removesuffix(";"))
+            current = []
+    if current:
+        statements.append("\n".join(current))
+    return statements
+
+
+# Every table holding a notebook's content, children before parents. Forget and purge delete
+# from each; later features (answers, vectors) add their tables here.
+CONTENT_TABLES = ("log_changes", "records", "log")
+
+
+def delete_content(conn: Any, notebook_id: str) -> dict[str, int]:
+    """Delete every row of a notebook's content; return the count per table."""
+    return {
+        table: conn.execute(f"DELETE FROM {table} WHERE notebook_id = ?", (notebook_id,)).rowcount
+        for table in CONTENT_TABLES
+    }
 
 
 _NOTEBOOK_COLUMNS = (
@@ -406,6 +450,27 @@ class LibsqlMemoryStore:
                 upserts,
             )
 
+    def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
+        """Delete a notebook's content at once, leave its tombstone; return what was removed."""
+        with self._write() as conn:
+            notebook = self._notebook(conn, notebook_id)
+            if notebook.state in ("purged", "empty"):
+                check_not_closed(notebook_id, notebook.state)
+            conn.execute(
+                "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?",
+                (utc_text(now), notebook_id),
+            )
+            removed = delete_content(conn, notebook_id)
+        self.compact()
+        return removed
+
+    def compact(self) -> bool:
+        """Checkpoint and truncate the WAL so deleted bytes leave the files; False if readers
+        kept part of the WAL alive (the next checkpoint finishes the job)."""
+        with self._lock, translated():
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return bool(busy == 0)
+
     # -- reads ----------------------------------------------------------------------------
 
     _RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
@@ -489,4 +554,145 @@ class LibsqlMemoryStore:
 
     def close(self) -> None:
         with self._lock, translated():
+            self._conn.close()
+
+
+# -- the purge credential ----------------------------------------------------------------------
+
+# What the purge connection may read: notebook metadata and the notebook_id column of the
+# content tables (to find rows to delete), nothing else.
+_PURGE_READABLE = {
+    "notebooks": {"id", "state", "started_at", "forgets_at", "purged_at"},
+    **{table: {"notebook_id"} for table in CONTENT_TABLES},
+    "schema_migrations": {"version"},
+}
+_PURGE_UPDATABLE = {"notebooks": {"state", "purged_at"}}
+_PURGE_PRAGMAS = {"wal_checkpoint", "secure_delete", "synchronous", "busy_timeout", "journal_mode"}
+
+
+def purge_authorizer(
+    action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None
+) -> int:
+    """SQLite authorizer for the purge connection: deletes and the two state changes only."""
+    allowed = sqlite3.SQLITE_OK
+    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_FUNCTION):
+        return allowed
+    if action == sqlite3.SQLITE_READ:
+        return allowed if arg2 in _PURGE_READABLE.get(arg1 or "", ()) else sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_DELETE:
+        return allowed if arg1 in CONTENT_TABLES else sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_UPDATE:
+        return allowed if arg2 in _PURGE_UPDATABLE.get(arg1 or "", ()) else sqlite3.SQLITE_DENY
+    if action == sqlite3.SQLITE_PRAGMA:
+        return allowed if arg1 in _PURGE_PRAGMAS else sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_DENY  # INSERT, CREATE, DROP, ALTER, ATTACH, ...
+
+
+class LibsqlPurgeAccess:
+    """The purge worker's credential on an embedded memory database, and nothing more.
+
+    It can list notebooks past their forget time, delete one that is (still) past it leaving the
+    tombstone, and mark ``empty`` one stuck in ``opening``. The connection behind it carries an
+    SQLite authorizer that denies every INSERT, every read of a content column and every other
+    update, so even code holding this object cannot create, reopen, write or read notes.
+
+    libsql has no authorizer hook, so this connection uses the standard library's SQLite on the
+    same file (same format, same WAL). Run it in its own process (``oh purge``): two SQLite
+    libraries in one process do not share POSIX lock bookkeeping.
+    """
+
+    def __init__(self, path: str | Path, *, busy_wait: float = BUSY_WAIT_SECONDS) -> None:
+        if not Path(path).exists():
+            raise NotFound(f"no memory database at {path}")
+        self._lock = threading.Lock()
+        self.busy_wait = busy_wait
+        try:
+            self._conn = sqlite3.connect(
+                str(path), isolation_level=None, timeout=busy_wait, check_same_thread=False
+            )
+            self._conn.execute("PRAGMA secure_delete=ON")
+            self._conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.Error as exc:
+            raise translate(ValueError(str(exc))) from exc
+        self._conn.set_authorizer(purge_authorizer)
+
+    @contextmanager
+    def _session(self, write: bool) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise translate(ValueError(str(exc))) from exc
+
+    def expired(self, now: datetime, limit: int = 1000) -> list[str]:
+        """Ids of open notebooks whose forget time has passed."""
+        with self._session(write=False) as conn:
+            rows = conn.execute(
+                "SELECT id FROM notebooks WHERE state IN ('open', 'expired') AND forgets_at <= ?"
+                " ORDER BY forgets_at LIMIT ?",
+                (utc_text(now), limit),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def stale_openings(self, cutoff: datetime, limit: int = 1000) -> list[str]:
+        """Ids of notebooks still ``opening`` that started before ``cutoff``."""
+        with self._session(write=False) as conn:
+            rows = conn.execute(
+                "SELECT id FROM notebooks WHERE state = 'opening' AND started_at <= ? LIMIT ?",
+                (utc_text(cutoff), limit),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def purge(self, notebook_ids: Iterable[str], now: datetime) -> dict[str, dict[str, int]]:
+        """Delete each notebook that is still past its forget time; return counts per notebook.
+
+        The forget-time condition is re-checked inside the transaction, so a notebook that is
+        not (or no longer) expired is left alone.
+        """
+        purged: dict[str, dict[str, int]] = {}
+        stamp = utc_text(now)
+        with self._session(write=True) as conn:
+            for notebook_id in notebook_ids:
+                changed = conn.execute(
+                    "UPDATE notebooks SET state = 'purged', purged_at = ?"
+                    " WHERE id = ? AND state IN ('open', 'expired') AND forgets_at <= ?",
+                    (stamp, notebook_id, stamp),
+                ).rowcount
+                if changed:
+                    purged[notebook_id] = delete_content(conn, notebook_id)
+        return purged
+
+    def mark_empty(self, notebook_ids: Iterable[str], cutoff: datetime, now: datetime) -> list[str]:
+        """Mark ``empty`` each notebook still ``opening`` since before ``cutoff``."""
+        marked = []
+        with self._session(write=True) as conn:
+            for notebook_id in notebook_ids:
+                changed = conn.execute(
+                    "UPDATE notebooks SET state = 'empty', purged_at = ?"
+                    " WHERE id = ? AND state = 'opening' AND started_at <= ?",
+                    (utc_text(now), notebook_id, utc_text(cutoff)),
+                ).rowcount
+                if changed:
+                    delete_content(conn, notebook_id)
+                    marked.append(notebook_id)
+        return marked
+
+    def compact(self) -> bool:
+        with self._lock:
+            try:
+                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            except sqlite3.Error as exc:
+                raise translate(ValueError(str(exc))) from exc
+        return bool(busy == 0)
+
+    def close(self) -> None:
+        with self._lock:
             self._conn.close()

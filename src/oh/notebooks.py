@@ -1,0 +1,177 @@
+"""Notebook lifecycle (SPEC §3): per-run notebooks, expiry, forget now, and the purge.
+
+One notebook per ``(owner, document, run)``. Opening is two-phase: the row is created
+``opening``, the pin and bootstrap are prepared (``prepare``), then it is marked ``open``.
+Every notebook forgets ``lifetime`` after it starts. ``purge_expired`` is a plain function that
+receives only a ``PurgeAccess`` credential.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from oh.core.clock import Clock, system_clock, utc_text
+from oh.core.notebook import Notebook, check_not_closed, new_notebook_id
+from oh.errors import AlreadyExists, Forbidden, InvalidArgument
+from oh.storage.base import MemoryStore, PurgeAccess
+
+__all__ = [
+    "DEFAULT_LIFETIME",
+    "DEFAULT_OPENING_GRACE",
+    "ForgetReport",
+    "Notebooks",
+    "Pin",
+    "PurgeReport",
+    "purge_expired",
+]
+
+DEFAULT_LIFETIME = timedelta(hours=24)
+# A notebook still ``opening`` after this long never finished opening: the purge marks it empty.
+DEFAULT_OPENING_GRACE = timedelta(minutes=10)
+
+Pin = int | Literal["latest"]
+# Prepares what a notebook needs before it opens (the knowledge pin, the bootstrap) and returns
+# the pinned knowledge revision, or None when there is no knowledge base.
+Prepare = Callable[[Notebook, Pin], int | None]
+
+
+def _no_knowledge(_notebook: Notebook, _pin: Pin) -> int | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReport:
+    notebook_id: str
+    purged_at: str
+    removed: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"notebook": self.notebook_id, "purged_at": self.purged_at, "removed": self.removed}
+
+
+def _check_text(value: Any, what: str) -> str:
+    if type(value) is not str or not 1 <= len(value) <= 200 or not value.isprintable():
+        raise InvalidArgument(f"{what} must be printable text of 1 to 200 characters")
+    return value
+
+
+class Notebooks:
+    """Opening, finding and forgetting notebooks on a ``MemoryStore`` with an injected clock."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        *,
+        clock: Clock = system_clock,
+        lifetime: timedelta = DEFAULT_LIFETIME,
+        prepare: Prepare = _no_knowledge,
+    ) -> None:
+        if lifetime <= timedelta(0):
+            raise InvalidArgument("a notebook's lifetime must be positive")
+        self.store = store
+        self.clock = clock
+        self.lifetime = lifetime
+        self.prepare = prepare
+
+    def open(self, owner: str, document: str, run: str, pin: Pin = "latest") -> Notebook:
+        """Open the run's notebook, or return it if this run already has one open.
+
+        A new run always gets a new, empty notebook. A run whose notebook was forgotten or
+        purged answers ``purged``; one past its forget time answers ``expired``.
+        """
+        _check_text(owner, "owner")
+        _check_text(document, "document")
+        _check_text(run, "run")
+        if pin != "latest" and (type(pin) is not int or pin < 0):
+            raise InvalidArgument('pin must be a revision number or "latest"')
+        notebook = self.store.find_notebook(owner, document, run)
+        if notebook is None:
+            now = self.clock()
+            try:
+                notebook = self.store.create_notebook(
+                    new_notebook_id(),
+                    owner=owner,
+                    document=document,
+                    run=run,
+                    started_at=now,
+                    forgets_at=now + self.lifetime,
+                )
+            except AlreadyExists:
+                # Another process opened the same run a moment ago: that notebook is the one.
+                notebook = self.store.find_notebook(owner, document, run)
+                if notebook is None:
+                    raise
+        return self._finish_opening(notebook, pin)
+
+    def _finish_opening(self, notebook: Notebook, pin: Pin) -> Notebook:
+        state = notebook.state_at(self.clock())
+        check_not_closed(notebook.id, state)
+        if state == "open":
+            return notebook
+        pinned = self.prepare(notebook, pin)
+        return self.store.mark_open(notebook.id, pinned)
+
+    def get(self, notebook_id: str, owner: str) -> Notebook:
+        """The notebook as its owner sees it now (``expired`` once past its forget time)."""
+        notebook = self.store.notebook(notebook_id)
+        if notebook.owner != owner:
+            raise Forbidden(f"notebook {notebook_id} belongs to another owner")
+        return replace(notebook, state=notebook.state_at(self.clock()))
+
+    def forget(self, notebook_id: str, owner: str) -> ForgetReport:
+        """Forget now: delete the notebook's notes, log, request ids and derived data at once."""
+        self.get(notebook_id, owner)
+        now = self.clock()
+        removed = self.store.forget(notebook_id, now)
+        return ForgetReport(notebook_id, utc_text(now), removed)
+
+
+@dataclass(slots=True)
+class PurgeReport:
+    at: str
+    purged: list[str] = field(default_factory=list)
+    emptied: list[str] = field(default_factory=list)
+    removed: dict[str, int] = field(default_factory=dict)
+    compacted: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event": "purge_pass",
+            "at": self.at,
+            "purged": len(self.purged),
+            "emptied": len(self.emptied),
+            "removed": self.removed,
+            "compacted": self.compacted,
+        }
+
+
+def purge_expired(
+    access: PurgeAccess,
+    now: datetime,
+    *,
+    opening_grace: timedelta = DEFAULT_OPENING_GRACE,
+    batch: int = 200,
+) -> PurgeReport:
+    """One purge pass: delete every notebook past its forget time, mark ``empty`` every notebook
+    stuck in ``opening`` longer than ``opening_grace``, then compact the files."""
+    report = PurgeReport(at=utc_text(now))
+    while ids := access.expired(now, limit=batch):
+        done = access.purge(ids, now)
+        report.purged.extend(done)
+        for counts in done.values():
+            for table, count in counts.items():
+                report.removed[table] = report.removed.get(table, 0) + count
+        if len(done) < len(ids):
+            break  # someone else purged part of this batch; the next pass sees the rest
+    cutoff = now - opening_grace
+    while ids := access.stale_openings(cutoff, limit=batch):
+        marked = access.mark_empty(ids, cutoff, now)
+        report.emptied.extend(marked)
+        if len(marked) < len(ids):
+            break
+    if report.purged or report.emptied:
+        report.compacted = access.compact()
+    return report

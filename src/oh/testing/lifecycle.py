@@ -1,0 +1,412 @@
+"""The notebook lifecycle conformance suite (SPEC §3): every backend passes it unchanged.
+
+Subclass ``NotebookLifecycleConformance`` and override the ``harness`` fixture with a
+``LifecycleHarness``: a ``StoreHarness`` that can also hand out the purge credential, run raw
+SQL through it, and list the database's files for the forensic scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+import pytest
+
+from oh.core.notebook import Notebook
+from oh.errors import (
+    AlreadyExists,
+    Expired,
+    Forbidden,
+    InvalidArgument,
+    NotFound,
+    Purged,
+)
+from oh.notebooks import Notebooks, Pin, purge_expired
+from oh.storage.base import MemoryStore, PurgeAccess
+from oh.testing.memory_store import T0, StoreHarness, add, write
+
+__all__ = ["FakeClock", "LifecycleHarness", "NotebookLifecycleConformance"]
+
+DENIED = r"(?i)not authorized|prohibited|permission denied|denied"
+MARKER = "reef-recovery-forgotten-marker-29.4C"
+
+
+class LifecycleHarness(StoreHarness, Protocol):
+    def purge_access(self) -> PurgeAccess: ...
+
+    def purge_execute(self, access: PurgeAccess, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        """Run raw SQL (``?`` placeholders) on the purge credential's own connection."""
+        ...
+
+    def files(self) -> list[Path] | None:
+        """The database's files (main file, WAL, ...) to scan, or None if not file-based."""
+        ...
+
+
+class FakeClock:
+    """An injected clock: tests move time instead of sleeping."""
+
+    def __init__(self, now: datetime = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, **delta: float) -> None:
+        self.now += timedelta(**delta)
+
+
+class NotebookLifecycleConformance:
+    @pytest.fixture
+    def harness(self) -> LifecycleHarness:
+        raise NotImplementedError("a backend's test module provides the harness fixture")
+
+    @pytest.fixture
+    def store(self, harness: LifecycleHarness) -> Iterator[MemoryStore]:
+        store = harness.open()
+        yield store
+        store.close()
+
+    @pytest.fixture
+    def clock(self) -> FakeClock:
+        return FakeClock()
+
+    @pytest.fixture
+    def notebooks(self, store: MemoryStore, clock: FakeClock) -> Notebooks:
+        return Notebooks(store, clock=clock)
+
+    @pytest.fixture
+    def access(self, harness: LifecycleHarness, store: MemoryStore) -> Iterator[PurgeAccess]:
+        # ``store`` first: the memory database exists before the purge credential opens it.
+        access = harness.purge_access()
+        yield access
+        access.close()
+
+    # -- opening --------------------------------------------------------------------------
+
+    def test_opening_the_same_run_twice_returns_the_same_notebook(
+        self, notebooks: Notebooks
+    ) -> None:
+        first = notebooks.open("ann", "doc", "run-1")
+        assert first.state == "open"
+        assert notebooks.open("ann", "doc", "run-1") == first
+
+    def test_a_new_run_gets_a_new_empty_notebook(
+        self, notebooks: Notebooks, store: MemoryStore
+    ) -> None:
+        first = notebooks.open("ann", "doc", "run-1")
+        write(store, first.id, 0, "r-1", add("lead:survey", "methods missing"))
+        second = notebooks.open("ann", "doc", "run-2")
+        assert second.id != first.id
+        assert second.version == 0
+        assert store.records(second.id) == []
+        assert store.record(second.id, "lead:survey") is None
+
+    def test_opening_is_two_phase_and_records_the_pin(
+        self, store: MemoryStore, clock: FakeClock
+    ) -> None:
+        seen: list[tuple[str, Pin]] = []
+
+        def prepare(notebook: Notebook, pin: Pin) -> int | None:
+            seen.append((store.notebook(notebook.id).state, pin))
+            return 7
+
+        notebook = Notebooks(store, clock=clock, prepare=prepare).open("ann", "d", "r", pin=7)
+        assert seen == [("opening", 7)]
+        assert (notebook.state, notebook.pinned_revision) == ("open", 7)
+
+    def test_a_notebook_whose_preparation_failed_is_finished_by_the_next_open(
+        self, store: MemoryStore, clock: FakeClock
+    ) -> None:
+        def failing(_notebook: Notebook, _pin: Pin) -> int | None:
+            raise RuntimeError("knowledge base unreachable")
+
+        with pytest.raises(RuntimeError):
+            Notebooks(store, clock=clock, prepare=failing).open("ann", "d", "r")
+        stuck = store.find_notebook("ann", "d", "r")
+        assert stuck is not None
+        assert stuck.state == "opening"
+        with pytest.raises(Forbidden):
+            write(store, stuck.id, 0, "r-1", add("note:a"))
+        reopened = Notebooks(store, clock=clock).open("ann", "d", "r")
+        assert (reopened.id, reopened.state) == (stuck.id, "open")
+
+    @pytest.mark.parametrize(
+        ("owner", "document", "run", "pin"),
+        [
+            ("", "d", "r", "latest"),
+            ("ann", "d" * 201, "r", "latest"),
+            ("ann", "d", 7, "latest"),
+            ("ann", "d", "line\nbreak", "latest"),
+            ("ann", "d", "r", -1),
+            ("ann", "d", "r", "newest"),
+            ("ann", "d", "r", True),
+        ],
+    )
+    def test_bad_open_arguments_are_invalid_and_create_nothing(
+        self,
+        notebooks: Notebooks,
+        store: MemoryStore,
+        owner: Any,
+        document: Any,
+        run: Any,
+        pin: Any,
+    ) -> None:
+        with pytest.raises(InvalidArgument):
+            notebooks.open(owner, document, run, pin)
+        assert store.notebook_ids() == []
+
+    # -- expiry ---------------------------------------------------------------------------
+
+    def test_a_notebook_forgets_24_hours_after_it_starts(self, notebooks: Notebooks) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        assert notebook.forgets_at == "2026-11-30T12:00:00.000000Z"
+
+    def test_the_lifetime_is_configurable(self, store: MemoryStore, clock: FakeClock) -> None:
+        notebook = Notebooks(store, clock=clock, lifetime=timedelta(hours=2)).open("a", "d", "r")
+        assert notebook.forgets_at == "2026-11-29T14:00:00.000000Z"
+
+    def test_after_the_forget_time_every_call_is_expired_before_any_purge(
+        self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock
+    ) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        write(store, notebook.id, 0, "r-1", add("note:a"), now=clock())
+        clock.advance(hours=24)
+        with pytest.raises(Expired):
+            write(store, notebook.id, 1, "r-2", add("note:b"), now=clock())
+        with pytest.raises(Expired):
+            write(store, notebook.id, 0, "r-1", add("note:a"), now=clock())
+        assert notebooks.get(notebook.id, "ann").state == "expired"
+        with pytest.raises(Expired):
+            notebooks.open("ann", "doc", "run-1")
+
+    # -- forget now -----------------------------------------------------------------------
+
+    def test_forget_now_removes_everything_and_leaves_a_tombstone(
+        self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock
+    ) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        write(store, notebook.id, 0, "r-1", add("note:a"), add("note:b"), now=clock())
+        write(store, notebook.id, 1, "r-2", add("note:c"), now=clock())
+        clock.advance(minutes=3)
+        report = notebooks.forget(notebook.id, "ann")
+        assert report.removed["records"] == 3
+        assert report.removed["log"] == 2
+        assert report.removed["log_changes"] == 3
+        tombstone = notebooks.get(notebook.id, "ann")
+        assert (tombstone.state, tombstone.purged_at) == ("purged", "2026-11-29T12:03:00.000000Z")
+        assert store.records(notebook.id) == []
+        assert list(store.log(notebook.id)) == []
+
+    def test_a_forgotten_notebook_refuses_writes_retries_and_reopening(
+        self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock
+    ) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        write(store, notebook.id, 0, "r-1", add("note:a"), now=clock())
+        notebooks.forget(notebook.id, "ann")
+        with pytest.raises(Purged):
+            write(store, notebook.id, 1, "r-2", add("note:b"), now=clock())
+        with pytest.raises(Purged):
+            write(store, notebook.id, 0, "r-1", add("note:a"), now=clock())
+        with pytest.raises(Purged):
+            notebooks.open("ann", "doc", "run-1")
+        with pytest.raises(Purged):
+            store.mark_open(notebook.id, None)
+        with pytest.raises(Purged):
+            notebooks.forget(notebook.id, "ann")
+        assert store.records(notebook.id) == []
+
+    def test_only_the_owner_can_see_or_forget_a_notebook(
+        self, notebooks: Notebooks, store: MemoryStore
+    ) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        with pytest.raises(Forbidden):
+            notebooks.get(notebook.id, "bob")
+        with pytest.raises(Forbidden):
+            notebooks.forget(notebook.id, "bob")
+        assert store.notebook(notebook.id).state == "open"
+
+    def test_an_unknown_notebook_is_not_found(self, notebooks: Notebooks) -> None:
+        with pytest.raises(NotFound):
+            notebooks.get("nb_0000", "ann")
+        with pytest.raises(NotFound):
+            notebooks.forget("nb_0000", "ann")
+
+    # -- the purge ------------------------------------------------------------------------
+
+    def test_the_purge_removes_expired_notebooks_only(
+        self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock, access: PurgeAccess
+    ) -> None:
+        old = notebooks.open("ann", "doc", "old")
+        write(store, old.id, 0, "r-1", add("note:a"), now=clock())
+        clock.advance(hours=23)
+        young = notebooks.open("ann", "doc", "young")
+        write(store, young.id, 0, "r-1", add("note:a"), now=clock())
+        clock.advance(hours=1)
+        report = purge_expired(access, clock())
+        assert report.purged == [old.id]
+        assert report.removed == {"log_changes": 1, "records": 1, "log": 1}
+        assert store.notebook(old.id).state == "purged"
+        assert store.notebook(young.id).state == "open"
+        assert len(store.records(young.id)) == 1
+        assert purge_expired(access, clock()).purged == []
+
+    def test_the_purge_marks_a_notebook_stuck_opening_empty(
+        self, store: MemoryStore, clock: FakeClock, access: PurgeAccess
+    ) -> None:
+        def failing(_notebook: Notebook, _pin: Pin) -> int | None:
+            raise RuntimeError("crashed while opening")
+
+        with pytest.raises(RuntimeError):
+            Notebooks(store, clock=clock, prepare=failing).open("ann", "d", "r")
+        stuck = store.find_notebook("ann", "d", "r")
+        assert stuck is not None
+        clock.advance(minutes=5)
+        assert purge_expired(access, clock(), opening_grace=timedelta(minutes=10)).emptied == []
+        clock.advance(minutes=6)
+        report = purge_expired(access, clock(), opening_grace=timedelta(minutes=10))
+        assert report.emptied == [stuck.id]
+        assert store.notebook(stuck.id).state == "empty"
+        with pytest.raises(Purged):
+            Notebooks(store, clock=clock).open("ann", "d", "r")
+        with pytest.raises(Purged):
+            store.mark_open(stuck.id, None)
+
+    def test_a_purged_notebook_never_comes_back(
+        self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock, access: PurgeAccess
+    ) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        write(store, notebook.id, 0, "r-1", add("note:a"), now=clock())
+        clock.advance(hours=25)
+        purge_expired(access, clock())
+        late = notebook.started_at  # a slow agent step that still believes it is early
+        with pytest.raises(Purged):
+            write(store, notebook.id, 1, "r-2", add("note:b"), now=T0)
+        with pytest.raises(Purged):
+            write(store, notebook.id, 0, "r-1", add("note:a"), now=T0)
+        with pytest.raises(Purged):
+            store.mark_open(notebook.id, None)
+        with pytest.raises(AlreadyExists):
+            store.create_notebook(
+                notebook.id,
+                owner="ann",
+                document="doc",
+                run="run-9",
+                started_at=T0,
+                forgets_at=T0 + timedelta(hours=24),
+            )
+        assert late == "2026-11-29T12:00:00.000000Z"
+        assert store.records(notebook.id) == []
+        assert store.notebook(notebook.id).state == "purged"
+
+    def test_the_database_refuses_to_reopen_a_tombstone(
+        self, harness: LifecycleHarness, notebooks: Notebooks, store: MemoryStore
+    ) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        notebooks.forget(notebook.id, "ann")
+        with pytest.raises(Exception, match=r"(?i)purged"):
+            harness.execute("UPDATE notebooks SET state = 'open' WHERE id = ?", (notebook.id,))
+        with pytest.raises(Exception, match=r"(?i)not open"):
+            harness.execute(
+                "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+                " written_at, prev_hash, hash) VALUES (?, 1, 'r', 'f', 'a', 'w', 'p', 'h')",
+                (notebook.id,),
+            )
+        assert store.notebook(notebook.id).state == "purged"
+
+    # -- the purge credential -------------------------------------------------------------
+
+    def test_the_purge_credential_offers_nothing_but_the_purge(self, access: PurgeAccess) -> None:
+        public = {name for name in dir(access) if not name.startswith("_")}
+        assert public - {"busy_wait"} == {
+            "expired",
+            "stale_openings",
+            "purge",
+            "mark_empty",
+            "compact",
+            "close",
+        }
+
+    @pytest.mark.parametrize(
+        "sql",
+        [
+            "INSERT INTO notebooks (id, owner, document, run, state, started_at, forgets_at,"
+            " version, head_hash) VALUES ('nb_new', 'o', 'd', 'r', 'open', 'a', 'b', 0, 'h')",
+            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author, written_at,"
+            " prev_hash, hash) VALUES (?, 9, 'r', 'f', 'a', 'w', 'p', 'h')",
+            "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at,"
+            " version) VALUES (?, 'note:x', 'note', '{}', 'd', 'a', 'w', 1)",
+            "SELECT content FROM records WHERE notebook_id = ?",
+            "SELECT content FROM log_changes WHERE notebook_id = ?",
+            "SELECT * FROM records WHERE notebook_id = ?",
+            "SELECT name, digest FROM records WHERE notebook_id = ?",
+            "SELECT owner, document, run FROM notebooks WHERE id = ?",
+            "UPDATE notebooks SET version = 99 WHERE id = ?",
+            "UPDATE notebooks SET forgets_at = '2999-01-01T00:00:00.000000Z' WHERE id = ?",
+            "UPDATE records SET content = '{}' WHERE notebook_id = ?",
+            "DELETE FROM notebooks WHERE id = ?",
+        ],
+    )
+    def test_the_purge_credential_is_denied_everything_else(
+        self,
+        harness: LifecycleHarness,
+        notebooks: Notebooks,
+        store: MemoryStore,
+        access: PurgeAccess,
+        sql: str,
+    ) -> None:
+        notebook = notebooks.open("ann", "doc", "run-1")
+        write(store, notebook.id, 0, "r-1", add("note:a", MARKER))
+        params = (notebook.id,) if "?" in sql else ()
+        with pytest.raises(Exception, match=DENIED):
+            harness.purge_execute(access, sql, params)
+        assert store.notebook(notebook.id).version == 1
+        assert len(store.records(notebook.id)) == 1
+        assert store.notebook_ids() == [notebook.id]
+
+    # -- forgetting is real ---------------------------------------------------------------
+
+    @pytest.mark.parametrize("how", ["forget", "purge"])
+    def test_forgotten_text_is_gone_from_the_database_files(
+        self,
+        harness: LifecycleHarness,
+        notebooks: Notebooks,
+        store: MemoryStore,
+        clock: FakeClock,
+        access: PurgeAccess,
+        how: str,
+    ) -> None:
+        files = harness.files()
+        if files is None:
+            pytest.skip("this backend keeps no files to scan")
+        keep = notebooks.open("ann", "doc", "keep")
+        write(store, keep.id, 0, "r-1", add("note:kept", "still here"), now=clock())
+        notebook = notebooks.open("ann", "doc", "run-1")
+        for version in range(20):
+            long_text = f"{MARKER} #{version} " + "reef " * 150
+            write(
+                store,
+                notebook.id,
+                version,
+                f"r-{version}",
+                add(f"note:n{version}", long_text),
+                now=clock(),
+            )
+        marker = MARKER.encode()
+        assert any(marker in path.read_bytes() for path in harness.files() or [] if path.exists())
+        if how == "forget":
+            notebooks.forget(notebook.id, "ann")
+        else:
+            clock.advance(hours=24)
+            purge_expired(access, clock())
+        store.compact()
+        leftover = [
+            str(path)
+            for path in harness.files() or []
+            if path.exists() and marker in path.read_bytes()
+        ]
+        assert leftover == []
+        if how == "forget":
+            assert store.records(keep.id)[0].verified_content()["text"] == "still here"
