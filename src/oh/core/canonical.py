@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Any
 
 import rfc8785
@@ -120,11 +121,29 @@ def _no_constant(name: str) -> Any:
     raise InvalidArgument(f"{name} is not a JSON value")
 
 
+def _parse_int(text: str) -> int | float:
+    value = int(text)
+    if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return value
+    # RFC 8785 writes an integral double below 1e21 as plain digits (1e20 ->
+    # "100000000000000000000"), so digits that are exactly such a double's canonical form are
+    # that double; any other digits would lose precision and are refused.
+    number = float(text)
+    if math.isfinite(number) and canonical_text(number) == text:
+        return number
+    raise InvalidArgument("integer outside ±(2^53-1)")
+
+
 def parse_json(text: str | bytes, where: str = "JSON") -> Any:
     """Parse JSON strictly: duplicate keys, NaN/Infinity, lone surrogates and values that cannot
     be canonicalized are refused with ``InvalidArgument``."""
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constant)
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicate_keys,
+            parse_constant=_no_constant,
+            parse_int=_parse_int,
+        )
     except InvalidArgument:
         raise
     except (ValueError, RecursionError) as exc:

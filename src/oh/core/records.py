@@ -7,6 +7,7 @@ form. Server-stamped values (author, time, version) are never part of the conten
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -120,7 +121,7 @@ class Record:
         return cls(
             name=name,
             text=text,
-            fields=fields,
+            fields=copy.deepcopy(fields),
             depends_on=_links(value.get("depends_on"), "depends_on", name),
             supports=_links(value.get("supports"), "supports", name),
             contradicts=_links(value.get("contradicts"), "contradicts", name),
@@ -132,7 +133,7 @@ class Record:
             "name": self.name,
             "kind": self.kind,
             "text": self.text,
-            "fields": dict(self.fields),
+            "fields": copy.deepcopy(dict(self.fields)),
             "depends_on": list(self.depends_on),
             "supports": list(self.supports),
             "contradicts": list(self.contradicts),
@@ -162,7 +163,10 @@ class StoredRecord:
         """Parse the stored content after recomputing its digest; damage raises ``integrity``."""
         if sha256_hex(self.content) != self.digest:
             raise IntegrityError(f"stored record {self.name} does not match its digest")
-        value = parse_json(self.content, "stored record")
-        if canonical_text(value) != self.content or value.get("name") != self.name:
+        try:
+            record = Record.parse(parse_json(self.content, "stored record"))
+        except InvalidArgument as exc:
+            raise IntegrityError(f"stored record {self.name} is not a valid record") from exc
+        if record.canonical() != self.content or record.name != self.name:
             raise IntegrityError(f"stored record {self.name} is not in canonical form")
-        return dict(value)
+        return record.content()

@@ -7,6 +7,7 @@ after every step the store equals the model and a replay of the log equals the s
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,7 @@ def notebook_machine(open_store: Callable[[], MemoryStore]) -> type[RuleBasedSta
         def __init__(self) -> None:
             super().__init__()
             self.store = open_store()
-            self.notebook = open_notebook(self.store, run=f"run-{id(self)}")
+            self.notebook = open_notebook(self.store, run=f"run-{secrets.token_hex(8)}")
             self.model = Model()
             self.counter = 0
 
