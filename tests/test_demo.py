@@ -32,7 +32,7 @@ def test_oh_verify_reports_ok_then_a_tampered_entry(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "oh.cli", "verify", "--data", str(tmp_path)]
     ok = subprocess.run(command, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
-    assert "4 log entries, 3 records: OK" in ok.stdout
+    assert "4 log entries, 3 records; 0 knowledge revisions, 0 reviewed versions: OK" in ok.stdout
     store = LibsqlMemoryStore(tmp_path / "memory.db")
     store._conn.execute("UPDATE log_changes SET content = replace(content, '2014', '2019')")
     store.close()

@@ -24,6 +24,7 @@ LAYERS = {
     "config": 3,
     "notebooks": 3,
     "knowledge": 3,
+    "view": 3,
     "query": 3,
     "recall": 3,
     "profiles": 3,

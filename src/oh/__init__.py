@@ -7,29 +7,43 @@ from oh.core.canonical import canonical_bytes, canonical_text, parse_json, sha25
 from oh.core.changes import Applied, LogEntry, Refused, RememberResult, parse_changes
 from oh.core.notebook import Notebook
 from oh.core.records import Record, StoredRecord
+from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Source
 from oh.errors import OhError
+from oh.knowledge import Decided, Knowledge
 from oh.notebooks import ForgetReport, Notebooks, PurgeReport, purge_expired
-from oh.storage.base import MemoryStore, PurgeAccess
+from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
-from oh.verify import VerifyReport, rebuild, verify_notebook, verify_store
+from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.verify import VerifyReport, rebuild, verify_knowledge, verify_notebook, verify_store
+from oh.view import NotebookView, view_of
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Applied",
+    "Decided",
+    "Decision",
     "ForgetReport",
+    "Knowledge",
+    "KnowledgeSource",
+    "KnowledgeStore",
+    "LibsqlKnowledgeStore",
     "LibsqlMemoryStore",
     "LibsqlPurgeAccess",
     "LogEntry",
     "MemoryStore",
     "Notebook",
+    "NotebookView",
     "Notebooks",
     "OhError",
+    "Proposal",
     "PurgeAccess",
     "PurgeReport",
     "Record",
     "Refused",
     "RememberResult",
+    "ReviewedRecord",
+    "Source",
     "StoredRecord",
     "VerifyReport",
     "__version__",
@@ -40,6 +54,8 @@ __all__ = [
     "purge_expired",
     "rebuild",
     "sha256_hex",
+    "verify_knowledge",
     "verify_notebook",
     "verify_store",
+    "view_of",
 ]

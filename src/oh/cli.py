@@ -14,9 +14,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from oh import __version__
-from oh.config import Locations, open_memory_store
+from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.errors import OhError
-from oh.verify import verify_store
+from oh.verify import verify_knowledge, verify_store
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -26,7 +26,8 @@ def _locations(args: argparse.Namespace) -> Locations:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    store = open_memory_store(_locations(args))
+    locations = _locations(args)
+    store = open_memory_store(locations)
     try:
 
         def progress(done: int, total: int) -> None:
@@ -36,19 +37,31 @@ def cmd_verify(args: argparse.Namespace) -> int:
         report = verify_store(store, progress)
     finally:
         store.close()
+    knowledge = open_knowledge_store(locations)
+    try:
+        knowledge_report = verify_knowledge(knowledge)
+    finally:
+        knowledge.close()
+    ok = report.ok and knowledge_report.ok
     if args.json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(
+            json.dumps(
+                {"ok": ok, "memory": report.to_json(), "knowledge": knowledge_report.to_json()},
+                indent=2,
+            )
+        )
     else:
         if sys.stderr.isatty():
             print(file=sys.stderr)
-        for problem in report.problems:
+        for problem in report.problems + knowledge_report.problems:
             print(f"{problem.notebook_id}: {problem.what}: {problem.detail}")
-        verdict = "OK" if report.ok else f"FAILED ({len(report.problems)} problems)"
+        verdict = "OK" if ok else "FAILED"
         print(
             f"verify: {report.notebooks} notebooks, {report.entries} log entries, "
-            f"{report.records} records: {verdict}"
+            f"{report.records} records; {knowledge_report.entries} knowledge revisions, "
+            f"{knowledge_report.records} reviewed versions: {verdict}"
         )
-    return 0 if report.ok else 1
+    return 0 if ok else 1
 
 
 def parse_every(text: str) -> float:

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oh.errors import InvalidArgument
-from oh.storage.base import MemoryStore
+from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous
+from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 
-__all__ = ["DEFAULT_DATA_DIR", "Locations", "open_memory_store"]
+__all__ = ["DEFAULT_DATA_DIR", "Locations", "open_knowledge_store", "open_memory_store"]
 
 DEFAULT_DATA_DIR = "oh-data"
 
@@ -66,3 +67,7 @@ def _embedded_path(url: str | None, default: Path) -> Path:
 
 def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -> MemoryStore:
     return LibsqlMemoryStore(locations.memory_path(), synchronous=synchronous)
+
+
+def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL") -> KnowledgeStore:
+    return LibsqlKnowledgeStore(locations.knowledge_path(), synchronous=synchronous)

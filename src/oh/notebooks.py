@@ -1,7 +1,8 @@
 """Notebook lifecycle (SPEC §3): per-run notebooks, expiry, forget now, and the purge.
 
 One notebook per ``(owner, document, run)``. Opening is two-phase: the row is created
-``opening``, the pin and bootstrap are prepared (``prepare``), then it is marked ``open``.
+``opening`` with its knowledge pin, what the agent needs is prepared (``prepare``), then it is
+marked ``open``.
 Every notebook forgets ``lifetime`` after it starts. ``purge_expired`` is a plain function that
 receives only a ``PurgeAccess`` credential.
 """
@@ -15,8 +16,8 @@ from typing import Any, Literal
 
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.notebook import Notebook, check_not_closed, new_notebook_id
-from oh.errors import AlreadyExists, Forbidden, InvalidArgument
-from oh.storage.base import MemoryStore, PurgeAccess
+from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
+from oh.storage.base import KnowledgeSource, MemoryStore, PurgeAccess
 
 __all__ = [
     "DEFAULT_LIFETIME",
@@ -33,12 +34,12 @@ DEFAULT_LIFETIME = timedelta(hours=24)
 DEFAULT_OPENING_GRACE = timedelta(minutes=10)
 
 Pin = int | Literal["latest"]
-# Prepares what a notebook needs before it opens (the knowledge pin, the bootstrap) and returns
-# the pinned knowledge revision, or None when there is no knowledge base.
-Prepare = Callable[[Notebook, Pin], int | None]
+# Prepares what a notebook needs before it opens (e.g. the bootstrap), between phase one (row
+# created ``opening`` with its pin) and phase two (marked ``open``).
+Prepare = Callable[[Notebook], None]
 
 
-def _no_knowledge(_notebook: Notebook, _pin: Pin) -> int | None:
+def _nothing_to_prepare(_notebook: Notebook) -> None:
     return None
 
 
@@ -67,13 +68,15 @@ class Notebooks:
         *,
         clock: Clock = system_clock,
         lifetime: timedelta = DEFAULT_LIFETIME,
-        prepare: Prepare = _no_knowledge,
+        knowledge: KnowledgeSource | None = None,
+        prepare: Prepare = _nothing_to_prepare,
     ) -> None:
         if lifetime <= timedelta(0):
             raise InvalidArgument("a notebook's lifetime must be positive")
         self.store = store
         self.clock = clock
         self.lifetime = lifetime
+        self.knowledge = knowledge
         self.prepare = prepare
 
     def open(self, owner: str, document: str, run: str, pin: Pin = "latest") -> Notebook:
@@ -89,6 +92,8 @@ class Notebooks:
             raise InvalidArgument('pin must be a revision number or "latest"')
         notebook = self.store.find_notebook(owner, document, run)
         if notebook is None:
+            # The pin is resolved before the row exists, so a bad pin creates nothing.
+            pinned = self.resolve_pin(owner, pin)
             now = self.clock()
             try:
                 notebook = self.store.create_notebook(
@@ -98,21 +103,33 @@ class Notebooks:
                     run=run,
                     started_at=now,
                     forgets_at=now + self.lifetime,
+                    pinned_revision=pinned,
                 )
             except AlreadyExists:
                 # Another process opened the same run a moment ago: that notebook is the one.
                 notebook = self.store.find_notebook(owner, document, run)
                 if notebook is None:
                     raise
-        return self._finish_opening(notebook, pin)
+        return self._finish_opening(notebook)
 
-    def _finish_opening(self, notebook: Notebook, pin: Pin) -> Notebook:
+    def resolve_pin(self, owner: str, pin: Pin) -> int | None:
+        """The exact knowledge revision a new notebook will see (None: no knowledge source)."""
+        if self.knowledge is None:
+            return None
+        latest = self.knowledge.latest_revision(owner)
+        if pin == "latest":
+            return latest
+        if pin > latest:
+            raise NotFound(f"no knowledge revision {pin}; the latest is {latest}", latest=latest)
+        return pin
+
+    def _finish_opening(self, notebook: Notebook) -> Notebook:
         state = notebook.state_at(self.clock())
         check_not_closed(notebook.id, state)
         if state == "open":
             return notebook
-        pinned = self.prepare(notebook, pin)
-        return self.store.mark_open(notebook.id, pinned)
+        self.prepare(notebook)
+        return self.store.mark_open(notebook.id, notebook.pinned_revision)
 
     def get(self, notebook_id: str, owner: str) -> Notebook:
         """The notebook as its owner sees it now (``expired`` once past its forget time)."""

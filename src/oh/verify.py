@@ -15,10 +15,19 @@ from typing import Any
 from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.changes import LogEntry, fold, genesis_hash
 from oh.core.records import StoredRecord
+from oh.core.reviewed import knowledge_genesis, revision_hash
 from oh.errors import OhError
-from oh.storage.base import MemoryStore
+from oh.storage.base import KnowledgeStore, MemoryStore
 
-__all__ = ["Problem", "VerifyReport", "rebuild", "replay", "verify_notebook", "verify_store"]
+__all__ = [
+    "Problem",
+    "VerifyReport",
+    "rebuild",
+    "replay",
+    "verify_knowledge",
+    "verify_notebook",
+    "verify_store",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +139,45 @@ def verify_store(
         verify_notebook(store, notebook_id, report)
         if progress is not None:
             progress(done, len(ids))
+    return report
+
+
+def verify_knowledge(store: KnowledgeStore, report: VerifyReport | None = None) -> VerifyReport:
+    """Check each owner's revision chain, and that every reviewed version matches its digest,
+    is canonical, and is the one its revision entry names."""
+    report = report if report is not None else VerifyReport()
+    for owner in store.owners():
+        where = f"knowledge:{owner}"
+
+        def problem(what: str, detail: str, where: str = where) -> None:
+            report.problems.append(Problem(where, what, detail))
+
+        prev = knowledge_genesis(owner)
+        entries = store.revisions(owner)
+        for expected, entry in enumerate(entries, 1):
+            report.entries += 1
+            if entry.revision != expected:
+                problem("version", f"revision {entry.revision} found where {expected} belongs")
+            if entry.prev_hash != prev:
+                problem("chain", f"revision {entry.revision} does not follow the one before it")
+            if revision_hash(entry) != entry.hash:
+                problem("chain", f"revision {entry.revision} was altered")
+            prev = entry.hash
+        latest, head = store.head(owner)
+        if latest != len(entries) or head != prev:
+            problem("head", f"knowledge base says revision {latest}; entries end at {len(entries)}")
+        named = {(e.name, e.revision): e.digest for e in entries if e.what == "decision" and e.name}
+        for name in sorted({name for name, _ in named}):
+            for version in store.history(owner, name):
+                report.records += 1
+                if sha256_hex(version.content) != version.digest:
+                    problem("digest", f"{name} at revision {version.revision} does not match")
+                elif not _is_canonical(version.content):
+                    problem("canonical", f"{name} at revision {version.revision} is not canonical")
+                if named.get((name, version.revision)) != version.digest:
+                    problem(
+                        "drift", f"{name} at revision {version.revision} is not what was decided"
+                    )
     return report
 
 

@@ -13,9 +13,10 @@ from typing import Protocol
 
 from oh.core.changes import Change, LogEntry, RememberResult
 from oh.core.notebook import Notebook
-from oh.core.records import StoredRecord
+from oh.core.records import Record, StoredRecord
+from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Revision
 
-__all__ = ["MemoryStore", "PurgeAccess"]
+__all__ = ["KnowledgeSource", "KnowledgeStore", "MemoryStore", "PurgeAccess"]
 
 
 class MemoryStore(Protocol):
@@ -111,5 +112,60 @@ class PurgeAccess(Protocol):
         ...
 
     def compact(self) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class KnowledgeSource(Protocol):
+    """Reviewed knowledge as a notebook reads it: "records at revision R" and "latest revision".
+
+    A host that keeps reviewed knowledge elsewhere implements just this; Oh's own knowledge base
+    is the default implementation. Revisions are per owner and start at 0 (empty).
+    """
+
+    def latest_revision(self, owner: str) -> int: ...
+
+    def records_at(self, owner: str, revision: int) -> list[ReviewedRecord]:
+        """Every reviewed record in view at ``revision``, ordered by name."""
+        ...
+
+    def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None: ...
+
+
+class KnowledgeStore(KnowledgeSource, Protocol):
+    """The knowledge database: append-only reviewed versions, revisions, proposals."""
+
+    def add_proposal(self, proposal: Proposal) -> None: ...
+
+    def proposal(self, proposal_id: str) -> Proposal:
+        """``not_found`` if there is no such proposal."""
+        ...
+
+    def proposals(self, owner: str, state: str | None = None) -> list[Proposal]: ...
+
+    def accept(
+        self, proposal_id: str, decision: Decision, record: Record, author: str
+    ) -> ReviewedRecord:
+        """Atomically decide a pending proposal and add its record at revision latest+1.
+        ``already_exists`` if it was decided before."""
+        ...
+
+    def reject(self, proposal_id: str, decision: Decision) -> Proposal:
+        """Decide a pending proposal as rejected; ``already_exists`` if decided before."""
+        ...
+
+    def history(self, owner: str, name: str) -> list[ReviewedRecord]:
+        """Every version of one reviewed record, oldest first."""
+        ...
+
+    def revisions(self, owner: str) -> list[Revision]: ...
+
+    def owners(self) -> list[str]:
+        """Every owner with a knowledge base."""
+        ...
+
+    def head(self, owner: str) -> tuple[int, str]:
+        """``(latest revision, hash of its revision entry)`` as the knowledge base records it."""
+        ...
 
     def close(self) -> None: ...

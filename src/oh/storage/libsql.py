@@ -39,6 +39,7 @@ from oh.core.notebook import Notebook, NotebookState, check_not_closed, check_wr
 from oh.core.records import StoredRecord
 from oh.errors import (
     AlreadyExists,
+    Forbidden,
     IntegrityError,
     NotFound,
     OhError,
@@ -48,6 +49,7 @@ from oh.errors import (
 )
 
 __all__ = [
+    "LibsqlDatabase",
     "LibsqlMemoryStore",
     "LibsqlPurgeAccess",
     "Synchronous",
@@ -77,8 +79,13 @@ def translate(exc: Exception) -> OhError:
     message = str(exc)
     lowered = message.lower()
     if "oh: " in lowered:
-        # A trigger of ours refused: a write raced a forget or purge and lost.
-        return Purged(f"refused by the database: {message.split('oh: ', 1)[1]}")
+        # One of our triggers refused: the database enforcing an invariant the code also checks.
+        reason = message.split("oh: ", 1)[1]
+        if "purged" in reason or "not open" in reason:
+            return Purged(f"refused by the database: {reason}")
+        if "already decided" in reason:
+            return AlreadyExists(f"refused by the database: {reason}")
+        return Forbidden(f"refused by the database: {reason}")
     if "unique constraint failed" in lowered or "primary key" in lowered:
         return AlreadyExists(f"already stored: {message}")
     if any(marker in lowered for marker in _DAMAGED):
@@ -231,8 +238,10 @@ def _notebook(row: Sequence[Any]) -> Notebook:
     )
 
 
-class LibsqlMemoryStore:
-    """``MemoryStore`` on one libSQL file. Thread-safe: one connection behind one lock."""
+class LibsqlDatabase:
+    """One libSQL file behind one connection and one lock, migrated on open. Thread-safe."""
+
+    MIGRATIONS = ""  # the package holding this database's numbered *.sql steps
 
     def __init__(
         self,
@@ -245,12 +254,11 @@ class LibsqlMemoryStore:
         self.busy_wait = busy_wait
         self._lock = threading.RLock()
         self._conn = connect(self.path, synchronous)
-        migrate(self._conn, "oh.storage.migrations.libsql")
-
-    # -- transactions ---------------------------------------------------------------------
+        migrate(self._conn, self.MIGRATIONS)
 
     @contextmanager
     def _write(self) -> Iterator[Any]:
+        """One write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""
         with self._lock, translated():
             conn = self._conn
             when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
@@ -264,6 +272,7 @@ class LibsqlMemoryStore:
 
     @contextmanager
     def _read(self) -> Iterator[Any]:
+        """One read transaction: a consistent snapshot across several statements."""
         with self._lock, translated():
             conn = self._conn
             conn.execute("BEGIN")
@@ -272,6 +281,23 @@ class LibsqlMemoryStore:
             finally:
                 if conn.in_transaction:
                     conn.execute("COMMIT")
+
+    def compact(self) -> bool:
+        """Checkpoint and truncate the WAL so deleted bytes leave the files; False if readers
+        kept part of the WAL alive (the next checkpoint finishes the job)."""
+        with self._lock, translated():
+            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        return bool(busy == 0)
+
+    def close(self) -> None:
+        with self._lock, translated():
+            self._conn.close()
+
+
+class LibsqlMemoryStore(LibsqlDatabase):
+    """``MemoryStore`` on one libSQL file."""
+
+    MIGRATIONS = "oh.storage.migrations.libsql"
 
     # -- notebooks ------------------------------------------------------------------------
 
@@ -464,13 +490,6 @@ class LibsqlMemoryStore:
         self.compact()
         return removed
 
-    def compact(self) -> bool:
-        """Checkpoint and truncate the WAL so deleted bytes leave the files; False if readers
-        kept part of the WAL alive (the next checkpoint finishes the job)."""
-        with self._lock, translated():
-            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return bool(busy == 0)
-
     # -- reads ----------------------------------------------------------------------------
 
     _RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
@@ -551,10 +570,6 @@ class LibsqlMemoryStore:
                 " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
-
-    def close(self) -> None:
-        with self._lock, translated():
-            self._conn.close()
 
 
 # -- the purge credential ----------------------------------------------------------------------

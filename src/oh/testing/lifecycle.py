@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import pytest
 
 from oh.core.notebook import Notebook
+from oh.core.reviewed import ReviewedRecord
 from oh.errors import (
     AlreadyExists,
     Expired,
@@ -23,7 +24,7 @@ from oh.errors import (
     NotFound,
     Purged,
 )
-from oh.notebooks import Notebooks, Pin, purge_expired
+from oh.notebooks import Notebooks, purge_expired
 from oh.storage.base import MemoryStore, PurgeAccess
 from oh.testing.memory_store import T0, StoreHarness, add, write
 
@@ -56,6 +57,22 @@ class FakeClock:
 
     def advance(self, **delta: float) -> None:
         self.now += timedelta(**delta)
+
+
+class FixedRevisions:
+    """A knowledge source with revisions 0..latest and no records: enough to pin."""
+
+    def __init__(self, latest: int) -> None:
+        self.latest = latest
+
+    def latest_revision(self, owner: str) -> int:
+        return self.latest
+
+    def records_at(self, owner: str, revision: int) -> list[ReviewedRecord]:
+        return []
+
+    def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None:
+        return None
 
 
 class NotebookLifecycleConformance:
@@ -107,21 +124,31 @@ class NotebookLifecycleConformance:
     def test_opening_is_two_phase_and_records_the_pin(
         self, store: MemoryStore, clock: FakeClock
     ) -> None:
-        seen: list[tuple[str, Pin]] = []
+        seen: list[tuple[str, int | None]] = []
 
-        def prepare(notebook: Notebook, pin: Pin) -> int | None:
-            seen.append((store.notebook(notebook.id).state, pin))
-            return 7
+        def prepare(notebook: Notebook) -> None:
+            seen.append((store.notebook(notebook.id).state, notebook.pinned_revision))
 
-        notebook = Notebooks(store, clock=clock, prepare=prepare).open("ann", "d", "r", pin=7)
+        knowledge = FixedRevisions(latest=9)
+        notebooks = Notebooks(store, clock=clock, knowledge=knowledge, prepare=prepare)
+        notebook = notebooks.open("ann", "d", "r", pin=7)
         assert seen == [("opening", 7)]
         assert (notebook.state, notebook.pinned_revision) == ("open", 7)
+        assert notebooks.open("ann", "d", "latest-run").pinned_revision == 9
+
+    def test_a_pin_beyond_the_latest_revision_opens_nothing(
+        self, store: MemoryStore, clock: FakeClock
+    ) -> None:
+        notebooks = Notebooks(store, clock=clock, knowledge=FixedRevisions(latest=3))
+        with pytest.raises(NotFound):
+            notebooks.open("ann", "d", "r", pin=4)
+        assert store.notebook_ids() == []
 
     def test_a_notebook_whose_preparation_failed_is_finished_by_the_next_open(
         self, store: MemoryStore, clock: FakeClock
     ) -> None:
-        def failing(_notebook: Notebook, _pin: Pin) -> int | None:
-            raise RuntimeError("knowledge base unreachable")
+        def failing(_notebook: Notebook) -> None:
+            raise RuntimeError("bootstrap could not be prepared")
 
         with pytest.raises(RuntimeError):
             Notebooks(store, clock=clock, prepare=failing).open("ann", "d", "r")
@@ -256,7 +283,7 @@ class NotebookLifecycleConformance:
     def test_the_purge_marks_a_notebook_stuck_opening_empty(
         self, store: MemoryStore, clock: FakeClock, access: PurgeAccess
     ) -> None:
-        def failing(_notebook: Notebook, _pin: Pin) -> int | None:
+        def failing(_notebook: Notebook) -> None:
             raise RuntimeError("crashed while opening")
 
         with pytest.raises(RuntimeError):

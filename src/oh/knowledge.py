@@ -1,0 +1,150 @@
+"""Review (SPEC §4): the only road by which anything outlives a notebook.
+
+The owner proposes a working note (by notebook and name) or a new record, citing a source; the
+proposal keeps a copy of the content as it was, so it survives the notebook's purge. The owner
+then accepts (optionally with edits) or rejects it, with a reason; who and when are stamped.
+An accepted proposal becomes a reviewed record at a new revision of the owner's knowledge base.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from oh.core.clock import Clock, system_clock, utc_text
+from oh.core.records import Record
+from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Source
+from oh.errors import Forbidden, InvalidArgument, NotFound
+from oh.storage.base import KnowledgeStore, MemoryStore
+
+__all__ = ["Decided", "Knowledge", "new_proposal_id"]
+
+
+def new_proposal_id() -> str:
+    return "pr_" + secrets.token_hex(16)
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    proposal: Proposal
+    record: ReviewedRecord | None  # the new reviewed record when accepted
+
+    def to_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"proposal_id": self.proposal.id, "state": self.proposal.state}
+        if self.record is not None:
+            body["revision"] = self.record.revision
+            body["name"] = self.record.name
+            body["digest"] = self.record.digest
+        return body
+
+
+class Knowledge:
+    """Proposals and decisions over a ``KnowledgeStore``, reading notes from a ``MemoryStore``.
+
+    ``owner`` arguments are the principal acting, already authenticated by the host: only the
+    owner of a notebook can propose its notes, and only the owner of a knowledge base can decide
+    its proposals.
+    """
+
+    def __init__(
+        self, store: KnowledgeStore, memory: MemoryStore, *, clock: Clock = system_clock
+    ) -> None:
+        self.store = store
+        self.memory = memory
+        self.clock = clock
+
+    def propose(
+        self,
+        owner: str,
+        *,
+        source: Any,
+        notebook: Any = None,
+        name: Any = None,
+        record: Any = None,
+    ) -> Proposal:
+        """Propose a note (``notebook`` + ``name``) or a new ``record``, citing ``source``."""
+        parsed_source = Source.parse(source)
+        from_note = notebook is not None or name is not None
+        if from_note == (record is not None):
+            raise InvalidArgument("propose either a note (notebook and name) or a new record")
+        note: dict[str, Any] | None = None
+        if from_note:
+            if type(notebook) is not str or type(name) is not str:
+                raise InvalidArgument("notebook and name must both be given as text")
+            found = self.memory.notebook(notebook)
+            if found.owner != owner:
+                raise Forbidden(f"notebook {notebook} belongs to another owner")
+            if found.state in ("purged", "empty"):
+                raise NotFound(f"notebook {notebook} was forgotten; its notes are gone")
+            stored = self.memory.record(notebook, name)
+            if stored is None:
+                raise NotFound(f"{name} is not a current note of {notebook}", name=name)
+            content = Record.parse(stored.verified_content())
+            note = {
+                "notebook": notebook,
+                "name": name,
+                "author": stored.author,
+                "version": stored.version,
+            }
+        else:
+            content = Record.parse(record)
+        canonical = content.canonical()
+        proposal = Proposal(
+            id=new_proposal_id(),
+            owner=owner,
+            proposed_by=owner,
+            proposed_at=utc_text(self.clock()),
+            name=content.name,
+            content=canonical,
+            digest=content.digest,
+            source=parsed_source,
+            note=note,
+        )
+        self.store.add_proposal(proposal)
+        return proposal
+
+    def decide(
+        self,
+        owner: str,
+        proposal_id: Any,
+        *,
+        decision: Any,
+        reason: Any,
+        record: Any = None,
+    ) -> Decided:
+        """Accept (optionally with an edited ``record``) or reject a pending proposal."""
+        if type(proposal_id) is not str:
+            raise InvalidArgument("proposal_id must be text")
+        if decision not in ("accept", "reject"):
+            raise InvalidArgument('decision must be "accept" or "reject"')
+        why = Decision.parse_reason(reason)
+        proposal = self.store.proposal(proposal_id)
+        if proposal.owner != owner:
+            raise Forbidden(f"proposal {proposal_id} belongs to another owner")
+        at = utc_text(self.clock())
+        if decision == "reject":
+            if record is not None:
+                raise InvalidArgument("a rejection takes no record")
+            rejected = self.store.reject(proposal_id, Decision("reject", owner, at, why))
+            return Decided(rejected, None)
+        original = Record.parse(proposal.verified_record())
+        final = original if record is None else Record.parse(record)
+        if final.name != proposal.name:
+            raise InvalidArgument(
+                f"an edit keeps the proposed name {proposal.name}; propose another name anew"
+            )
+        verdict = Decision(
+            "accept" if final.digest == proposal.digest else "accept_with_edits", owner, at, why
+        )
+        reviewed = self.store.accept(proposal_id, verdict, final, author=proposal.proposed_by)
+        return Decided(self.store.proposal(proposal_id), reviewed)
+
+    def records(self, owner: str, revision: Any = None) -> tuple[int, list[ReviewedRecord]]:
+        """``(latest, records at revision)``; ``revision`` defaults to the latest."""
+        latest = self.store.latest_revision(owner)
+        if revision is None:
+            revision = latest
+        if type(revision) is not int or revision < 0:
+            raise InvalidArgument("revision must be a non-negative integer")
+        return latest, self.store.records_at(owner, revision)

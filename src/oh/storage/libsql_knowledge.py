@@ -1,0 +1,310 @@
+"""The embedded knowledge database: one libSQL file, separate from the memory database.
+
+Reviewed versions and revisions are append-only (triggers refuse updates and deletes); a
+proposal is decided once (a trigger refuses changing a decided proposal). Revisions are
+hash-chained per owner like the notebook log.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from oh.core.canonical import canonical_text, sha256_hex
+from oh.core.records import Record
+from oh.core.reviewed import (
+    Decision,
+    Proposal,
+    ReviewedRecord,
+    Revision,
+    Source,
+    knowledge_genesis,
+    revision_hash,
+)
+from oh.errors import AlreadyExists, NotFound
+from oh.storage.libsql import LibsqlDatabase, translated
+
+__all__ = ["LibsqlKnowledgeStore"]
+
+
+_REVIEWED_COLUMNS = (
+    "name, kind, content, digest, author, written_at, revision, source, decision, proposal_id,"
+    " supersedes"
+)
+_PROPOSAL_COLUMNS = (
+    "id, owner, proposed_by, proposed_at, name, content, digest, source, state, notebook_id,"
+    " note_name, note_author, note_version, decision, revision"
+)
+
+
+def _reviewed(row: Sequence[Any]) -> ReviewedRecord:
+    return ReviewedRecord(
+        name=row[0],
+        kind=row[1],
+        content=row[2],
+        digest=row[3],
+        author=row[4],
+        written_at=row[5],
+        revision=row[6],
+        source=Source(**json.loads(row[7])),
+        decision=Decision.from_json(json.loads(row[8])),
+        proposal_id=row[9],
+        supersedes=row[10],
+    )
+
+
+def _proposal(row: Sequence[Any]) -> Proposal:
+    note = None
+    if row[9] is not None:
+        note = {"notebook": row[9], "name": row[10], "author": row[11], "version": row[12]}
+    return Proposal(
+        id=row[0],
+        owner=row[1],
+        proposed_by=row[2],
+        proposed_at=row[3],
+        name=row[4],
+        content=row[5],
+        digest=row[6],
+        source=Source(**json.loads(row[7])),
+        state=row[8],
+        note=note,
+        decision=None if row[13] is None else Decision.from_json(json.loads(row[13])),
+        revision=row[14],
+    )
+
+
+class LibsqlKnowledgeStore(LibsqlDatabase):
+    """``KnowledgeStore`` on one libSQL file."""
+
+    MIGRATIONS = "oh.storage.migrations.libsql_knowledge"
+
+    # -- KnowledgeSource ------------------------------------------------------------------
+
+    def latest_revision(self, owner: str) -> int:
+        with self._lock, translated():
+            row = self._conn.execute(
+                "SELECT revision FROM knowledge_bases WHERE owner = ?", (owner,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def _check_revision(self, conn: Any, owner: str, revision: int) -> None:
+        row = conn.execute(
+            "SELECT revision FROM knowledge_bases WHERE owner = ?", (owner,)
+        ).fetchone()
+        latest = 0 if row is None else row[0]
+        if not 0 <= revision <= latest:
+            raise NotFound(f"no revision {revision}; the latest is {latest}", latest=latest)
+
+    def records_at(self, owner: str, revision: int) -> list[ReviewedRecord]:
+        with self._read() as conn:
+            self._check_revision(conn, owner, revision)
+            rows = conn.execute(
+                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed AS r"
+                " WHERE owner = ? AND revision = (SELECT max(revision) FROM reviewed"
+                " WHERE owner = r.owner AND name = r.name AND revision <= ?)"
+                " ORDER BY name",
+                (owner, revision),
+            ).fetchall()
+        return [_reviewed(row) for row in rows]
+
+    def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None:
+        with self._read() as conn:
+            self._check_revision(conn, owner, revision)
+            row = conn.execute(
+                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed"
+                " WHERE owner = ? AND name = ? AND revision <= ?"
+                " ORDER BY revision DESC LIMIT 1",
+                (owner, name, revision),
+            ).fetchone()
+        return None if row is None else _reviewed(row)
+
+    # -- proposals and decisions ----------------------------------------------------------
+
+    def add_proposal(self, proposal: Proposal) -> None:
+        note = proposal.note or {}
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO proposals (id, owner, proposed_by, proposed_at, notebook_id,"
+                " note_name, note_author, note_version, name, content, digest, source, state)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
+                (
+                    proposal.id,
+                    proposal.owner,
+                    proposal.proposed_by,
+                    proposal.proposed_at,
+                    note.get("notebook"),
+                    note.get("name"),
+                    note.get("author"),
+                    note.get("version"),
+                    proposal.name,
+                    proposal.content,
+                    proposal.digest,
+                    canonical_text(proposal.source.to_json()),
+                ),
+            )
+
+    def _proposal(self, conn: Any, proposal_id: str) -> Proposal:
+        row = conn.execute(
+            f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE id = ?", (proposal_id,)
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no proposal {proposal_id}")
+        return _proposal(row)
+
+    def proposal(self, proposal_id: str) -> Proposal:
+        with self._lock, translated():
+            return self._proposal(self._conn, proposal_id)
+
+    def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
+        sql = f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE owner = ?"
+        params: tuple[Any, ...] = (owner,)
+        if state is not None:
+            sql += " AND state = ?"
+            params += (state,)
+        with self._lock, translated():
+            rows = self._conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
+        return [_proposal(row) for row in rows]
+
+    @staticmethod
+    def _decide(
+        conn: Any, proposal: Proposal, state: str, decision: Decision, revision: int | None
+    ) -> None:
+        if proposal.state != "pending":
+            raise AlreadyExists(
+                f"proposal {proposal.id} was already decided ({proposal.state})",
+                proposal_id=proposal.id,
+            )
+        conn.execute(
+            "UPDATE proposals SET state = ?, decision = ?, revision = ?"
+            " WHERE id = ? AND state = 'pending'",
+            (state, canonical_text(decision.to_json()), revision, proposal.id),
+        )
+
+    def accept(
+        self, proposal_id: str, decision: Decision, record: Record, author: str
+    ) -> ReviewedRecord:
+        content = record.canonical()
+        with self._write() as conn:
+            proposal = self._proposal(conn, proposal_id)
+            owner = proposal.owner
+            row = conn.execute(
+                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
+            ).fetchone()
+            if row is None:
+                latest, head = 0, knowledge_genesis(owner)
+                conn.execute(
+                    "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, 0, ?)",
+                    (owner, head),
+                )
+            else:
+                latest, head = row
+            revision = latest + 1
+            self._decide(conn, proposal, "accepted", decision, revision)
+            before = conn.execute(
+                "SELECT max(revision) FROM reviewed WHERE owner = ? AND name = ?",
+                (owner, record.name),
+            ).fetchone()[0]
+            reviewed = ReviewedRecord(
+                name=record.name,
+                kind=record.kind,
+                content=content,
+                digest=sha256_hex(content),
+                author=author,
+                written_at=decision.at,
+                revision=revision,
+                source=proposal.source,
+                decision=decision,
+                proposal_id=proposal.id,
+                supersedes=before,
+            )
+            entry = Revision(
+                owner,
+                revision,
+                "decision",
+                proposal.id,
+                record.name,
+                reviewed.digest,
+                decision.by,
+                decision.at,
+                head,
+                "",
+            )
+            entry_hash = revision_hash(entry)
+            conn.execute(
+                "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest,"
+                " made_by, made_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    owner,
+                    revision,
+                    "decision",
+                    proposal.id,
+                    record.name,
+                    reviewed.digest,
+                    decision.by,
+                    decision.at,
+                    head,
+                    entry_hash,
+                ),
+            )
+            conn.execute(
+                f"INSERT INTO reviewed (owner, {_REVIEWED_COLUMNS})"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    owner,
+                    reviewed.name,
+                    reviewed.kind,
+                    reviewed.content,
+                    reviewed.digest,
+                    reviewed.author,
+                    reviewed.written_at,
+                    revision,
+                    canonical_text(reviewed.source.to_json()),
+                    canonical_text(decision.to_json()),
+                    proposal.id,
+                    before,
+                ),
+            )
+            conn.execute(
+                "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
+                (revision, entry_hash, owner),
+            )
+        return reviewed
+
+    def reject(self, proposal_id: str, decision: Decision) -> Proposal:
+        with self._write() as conn:
+            proposal = self._proposal(conn, proposal_id)
+            self._decide(conn, proposal, "rejected", decision, None)
+            return self._proposal(conn, proposal_id)
+
+    # -- history --------------------------------------------------------------------------
+
+    def history(self, owner: str, name: str) -> list[ReviewedRecord]:
+        with self._lock, translated():
+            rows = self._conn.execute(
+                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed WHERE owner = ? AND name = ?"
+                " ORDER BY revision",
+                (owner, name),
+            ).fetchall()
+        return [_reviewed(row) for row in rows]
+
+    def revisions(self, owner: str) -> list[Revision]:
+        with self._lock, translated():
+            rows = self._conn.execute(
+                "SELECT owner, revision, what, proposal_id, name, digest, made_by, made_at,"
+                " prev_hash, hash FROM revisions WHERE owner = ? ORDER BY revision",
+                (owner,),
+            ).fetchall()
+        return [Revision(*row) for row in rows]
+
+    def owners(self) -> list[str]:
+        with self._lock, translated():
+            rows = self._conn.execute("SELECT owner FROM knowledge_bases ORDER BY owner").fetchall()
+        return [row[0] for row in rows]
+
+    def head(self, owner: str) -> tuple[int, str]:
+        with self._lock, translated():
+            row = self._conn.execute(
+                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
+            ).fetchone()
+        return (0, knowledge_genesis(owner)) if row is None else (row[0], row[1])
