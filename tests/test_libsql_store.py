@@ -3,6 +3,7 @@ plus the checks only an embedded file can have (durability settings, driver erro
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,13 @@ def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
     LibsqlMemoryStore(tmp_path / "memory.db").close()
     store = LibsqlMemoryStore(tmp_path / "memory.db")
     rows = store._conn.execute("SELECT version FROM schema_migrations").fetchall()
-    assert rows == [(1,), (2,)]
+    shipped = sorted(
+        int(entry.name.split("_")[0])
+        for entry in resources.files("oh.storage.migrations.libsql").iterdir()
+        if entry.name.endswith(".sql")
+    )
+    assert [row[0] for row in rows] == shipped
+    assert shipped == list(range(1, len(shipped) + 1))
     store.close()
 
 

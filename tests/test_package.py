@@ -29,6 +29,7 @@ LAYERS = {
     "recall": 3,
     "profiles": 3,
     "tools": 4,
+    "schemas": 4,
     "host": 4,
     "demo": 5,
     "cli": 5,

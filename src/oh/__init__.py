@@ -14,6 +14,7 @@ from oh.notebooks import ForgetReport, Notebooks, PurgeReport, purge_expired
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.tools import Caller, Tools
 from oh.verify import VerifyReport, rebuild, verify_knowledge, verify_notebook, verify_store
 from oh.view import NotebookView, view_of
 
@@ -21,6 +22,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Applied",
+    "Caller",
     "Decided",
     "Decision",
     "ForgetReport",
@@ -45,6 +47,7 @@ __all__ = [
     "ReviewedRecord",
     "Source",
     "StoredRecord",
+    "Tools",
     "VerifyReport",
     "__version__",
     "canonical_bytes",

@@ -111,6 +111,55 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from oh.host import HostSettings, open_host
+    from oh.http import create_app
+
+    locations = _locations(args)
+    base = f"http://{args.host}:{args.port}"
+    host = open_host(locations, settings=HostSettings(public_url=base))
+    app = create_app(host)
+    where = locations.memory_url or locations.data_dir
+    print(f"Oh {__version__} serving memory from {where}", flush=True)
+    print(f"  HTTP API   {base}/v1  (OpenAPI: {base}/openapi.json)", flush=True)
+    print(f"  MCP        {base}/mcp  (agent token from opening a notebook)", flush=True)
+    print(f"  Panel      {base}/panel/notebooks/<id>", flush=True)
+    print(f"  Owner token: oh token create --owner NAME --data {locations.data_dir}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    from oh.host import open_host
+
+    if args.action != "create":
+        raise SystemExit("oh token: the only action is create")
+    host = open_host(_locations(args))
+    token = host.create_owner_token(args.owner)
+    print(f"owner token for {args.owner} (shown once; only its hash is stored):")
+    print(token)
+    return 0
+
+
+def cmd_schemas(args: argparse.Namespace) -> int:
+    from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
+
+    print(
+        json.dumps(
+            {
+                "tool_contract_version": TOOL_CONTRACT_VERSION,
+                "arguments": ARGUMENTS,
+                "results": RESULTS,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+    )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from oh.demo import run_demo
 
@@ -125,6 +174,9 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
         "replay every log, check hash chains and digests, compare derived tables",
         cmd_verify,
     ),
+    "serve": ("run the reference host: HTTP API, MCP endpoint and Memory panel", cmd_serve),
+    "token": ("create an owner token: oh token create --owner NAME", cmd_token),
+    "schemas": ("print the JSON Schemas of every tool's arguments and results", cmd_schemas),
     "purge": ("delete expired notebooks once, or on a schedule with --every", cmd_purge),
     "demo": ("walk through the reef-recovery example against a fresh embedded store", cmd_demo),
 }
@@ -145,6 +197,13 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(handler=handler)
         if name == "verify":
             command.add_argument("--json", action="store_true", help="print the report as JSON")
+        if name == "serve":
+            command.add_argument("--host", default="127.0.0.1", help="address (127.0.0.1)")
+            command.add_argument("--port", type=int, default=8765, help="port (8765)")
+            command.add_argument("--log-level", default="warning", help="uvicorn log level")
+        if name == "token":
+            command.add_argument("action", choices=["create"])
+            command.add_argument("--owner", required=True, metavar="NAME")
         if name == "purge":
             command.add_argument(
                 "--every",

@@ -16,7 +16,12 @@ from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 
-__all__ = ["DEFAULT_DATA_DIR", "Locations", "open_knowledge_store", "open_memory_store"]
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "Locations",
+    "open_knowledge_store",
+    "open_memory_store",
+]
 
 DEFAULT_DATA_DIR = "oh-data"
 

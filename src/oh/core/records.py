@@ -13,7 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from oh.core.canonical import canonical_text, check_json, parse_json, sha256_hex
+from oh.core.canonical import (
+    canonical_text,
+    check_json,
+    load_canonical,
+    parse_json,
+    sha256_hex,
+)
 from oh.errors import IntegrityError, InvalidArgument
 
 __all__ = [
@@ -36,6 +42,9 @@ MAX_LINKS = 64
 # The canonical form of ``fields`` may not exceed this many bytes (a note is a note, not a blob).
 MAX_FIELDS_BYTES = 16384
 LINK_KEYS = ("depends_on", "supports", "contradicts")
+# digest -> canonical content already checked to be a valid record (bounded, oldest dropped).
+_VERIFIED: dict[str, str] = {}
+_VERIFIED_LIMIT = 100_000
 CONTENT_KEYS = ("name", "kind", "text", "fields", *LINK_KEYS)
 # What a caller may put in a record: ``kind`` is accepted only when it equals the name's prefix,
 # so a record read back can be written again unchanged.
@@ -160,13 +169,25 @@ class StoredRecord:
     version: int
 
     def verified_content(self) -> dict[str, Any]:
-        """Parse the stored content after recomputing its digest; damage raises ``integrity``."""
+        """Parse the stored content after recomputing its digest; damage raises ``integrity``.
+
+        The digest is recomputed on every call. The full check that the content is a valid
+        record in canonical form runs once per digest and process (content with a given digest
+        is always the same bytes), so repeated reads cost a hash and a JSON parse.
+        """
         if sha256_hex(self.content) != self.digest:
             raise IntegrityError(f"stored record {self.name} does not match its digest")
-        try:
-            record = Record.parse(parse_json(self.content, "stored record"))
-        except InvalidArgument as exc:
-            raise IntegrityError(f"stored record {self.name} is not a valid record") from exc
-        if record.canonical() != self.content or record.name != self.name:
-            raise IntegrityError(f"stored record {self.name} is not in canonical form")
-        return record.content()
+        if _VERIFIED.get(self.digest) != self.content:
+            try:
+                record = Record.parse(parse_json(self.content, "stored record"))
+            except InvalidArgument as exc:
+                raise IntegrityError(f"stored record {self.name} is not a valid record") from exc
+            if record.canonical() != self.content:
+                raise IntegrityError(f"stored record {self.name} is not in canonical form")
+            if len(_VERIFIED) >= _VERIFIED_LIMIT:
+                _VERIFIED.pop(next(iter(_VERIFIED)))
+            _VERIFIED[self.digest] = self.content
+        value: dict[str, Any] = load_canonical(self.content)
+        if value["name"] != self.name:
+            raise IntegrityError(f"stored record {self.name} holds another record's content")
+        return value

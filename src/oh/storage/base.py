@@ -7,16 +7,25 @@ lifecycle) lives above this protocol, never in a backend.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from oh.core.answers import Answer
 from oh.core.changes import Change, LogEntry, RememberResult
 from oh.core.notebook import Notebook
 from oh.core.records import Record, StoredRecord
 from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Revision
 
-__all__ = ["KnowledgeSource", "KnowledgeStore", "MemoryStore", "PurgeAccess"]
+__all__ = [
+    "HostRegistry",
+    "KnowledgeSource",
+    "KnowledgeStore",
+    "MemoryStore",
+    "PackInstall",
+    "PurgeAccess",
+]
 
 
 class MemoryStore(Protocol):
@@ -80,11 +89,49 @@ class MemoryStore(Protocol):
         """The log entries in version order."""
         ...
 
+    def save_answer(self, answer: Answer, now: datetime) -> None:
+        """Keep an answer for paging and explain, unless one with its id is kept already
+        (ids are content-addressed), dropping this notebook's expired answers. Answers are
+        ephemeral: the write need not survive power loss."""
+        ...
+
+    def answer(
+        self, notebook_id: str, answer_id: str, offset: int = 0, limit: int | None = None
+    ) -> Answer | None:
+        """A kept answer with rows ``offset`` … ``offset + limit - 1`` (all when ``limit`` is
+        None), or None if it expired or never existed."""
+        ...
+
+    def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
+        """The notebook and one of its current records, read together (the hot read path)."""
+        ...
+
+    def changes_after(
+        self, notebook_id: str, version: int
+    ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
+        """The memory version now and, in log order, ``(name, digest, content)`` of every
+        change after ``version`` (digest and content None for a remove), in one snapshot."""
+        ...
+
+    def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
+        """The memory version and ``(name, digest)`` of every current record at it, ordered
+        by name (no content), read in one snapshot."""
+        ...
+
     def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
         """Swap the derived current table for ``records`` (used by rebuild)."""
         ...
 
     def close(self) -> None: ...
+
+    # -- export and import (SPEC §9) ------------------------------------------------------
+
+    def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
+        """Recreate an exported notebook exactly: its row as exported, its log entries as
+        they were (request ids, authors, times, hashes) and the current records folded from
+        them, in one transaction. ``already_exists`` if its id or run is taken. The caller has
+        checked the chain (``oh.transfer``); ``entries`` may be a stream."""
+        ...
 
 
 class PurgeAccess(Protocol):
@@ -166,6 +213,92 @@ class KnowledgeStore(KnowledgeSource, Protocol):
 
     def head(self, owner: str) -> tuple[int, str]:
         """``(latest revision, hash of its revision entry)`` as the knowledge base records it."""
+        ...
+
+    def close(self) -> None: ...
+
+    # -- packs (SPEC §8) ------------------------------------------------------------------
+
+    def install_pack(
+        self,
+        owner: str,
+        *,
+        name: str,
+        version: str,
+        digest: str,
+        content: str,
+        expected: Mapping[str, str],
+        made_by: str,
+        made_at: str,
+    ) -> PackInstall | None:
+        """Record a pack install as revision latest+1 (hash-chained like a decision), in one
+        transaction, only if the packs in force are exactly ``expected`` (name → digest);
+        None (nothing written) when they have changed since the caller looked."""
+        ...
+
+    def installed_packs(self, owner: str, revision: int | None = None) -> list[PackInstall]:
+        """The pack in force per name at ``revision`` (default: latest), ordered by name."""
+        ...
+
+    def pack_history(self, owner: str) -> list[PackInstall]:
+        """Every pack install of the owner, in revision order."""
+        ...
+
+    # -- export and import (SPEC §9) ------------------------------------------------------
+
+    def proposal_owners(self) -> list[str]:
+        """Every owner with at least one proposal, decided or not (some have no revision)."""
+        ...
+
+    def import_knowledge_base(
+        self,
+        owner: str,
+        head: tuple[int, str],
+        revisions: Iterable[Revision],
+        reviewed: Iterable[ReviewedRecord],
+        proposals: Iterable[Proposal],
+        packs: Iterable[PackInstall] = (),
+    ) -> None:
+        """Recreate one owner's exported knowledge exactly, in one transaction: revision
+        entries, reviewed versions, pack installs and proposals as they were (a knowledge-base
+        row only when there are revisions). ``already_exists`` if the owner has a knowledge
+        base here or a proposal id is taken. The caller has checked the chain."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class PackInstall:
+    """One install of a pack into an owner's knowledge base, as stored: the pack's canonical
+    content (without its digest) and digest, and the revision that installed it."""
+
+    owner: str
+    name: str
+    version: str
+    digest: str
+    content: str
+    revision: int
+    installed_by: str
+    installed_at: str
+
+
+class HostRegistry(Protocol):
+    """The reference host's own records: owner-token hashes, documents, shared settings."""
+
+    def add_owner_token(self, token_hash: str, owner: str, created_at: str) -> None: ...
+
+    def owner_of_token(self, token_hash: str) -> str | None: ...
+
+    def register_document(self, document: str, owner: str, at: str) -> str:
+        """Register ``document`` for ``owner`` unless it exists; return its owner either way."""
+        ...
+
+    def document_owner(self, document: str) -> str | None: ...
+
+    def remove_document(self, document: str) -> None: ...
+
+    def setting(self, key: str, default: str) -> str:
+        """The shared value of ``key``, storing ``default`` first if it has none (the first
+        process to ask decides, every later one reads the same)."""
         ...
 
     def close(self) -> None: ...

@@ -8,6 +8,7 @@ and nowhere else.
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ from typing import Any, Literal
 
 import libsql
 
+from oh.core.answers import Answer, decode_rows, encode_rows
 from oh.core.changes import (
     Applied,
     Change,
@@ -204,7 +206,7 @@ def _statements(sql: str) -> list[str]:
 
 # Every table holding a notebook's content, children before parents. Forget and purge delete
 # from each; later features (answers, vectors) add their tables here.
-CONTENT_TABLES = ("log_changes", "records", "log")
+CONTENT_TABLES = ("answers", "log_changes", "records", "log")
 
 
 def delete_content(conn: Any, notebook_id: str) -> dict[str, int]:
@@ -252,6 +254,7 @@ class LibsqlDatabase:
     ) -> None:
         self.path = Path(path)
         self.busy_wait = busy_wait
+        self.synchronous = synchronous
         self._lock = threading.RLock()
         self._conn = connect(self.path, synchronous)
         migrate(self._conn, self.MIGRATIONS)
@@ -558,6 +561,109 @@ class LibsqlMemoryStore(LibsqlDatabase):
                 return
             first += batch
 
+    def save_answer(self, answer: Answer, now: datetime) -> None:
+        rows = encode_rows(answer.rows)
+        with self._lock, translated():
+            # Answers are ephemeral: this one commit skips the fsync (WAL, synchronous=NORMAL).
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self._write() as conn:
+                    conn.execute(
+                        "DELETE FROM answers WHERE notebook_id = ? AND expires_at <= ?",
+                        (answer.notebook_id, utc_text(now)),
+                    )
+                    conn.execute(
+                        "INSERT INTO answers (notebook_id, answer_id, caller, question, params,"
+                        " version, revision, created_at, expires_at, rows)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                        " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
+                        " SET expires_at = max(expires_at, excluded.expires_at)",
+                        (
+                            answer.notebook_id,
+                            answer.answer_id,
+                            answer.caller,
+                            answer.question,
+                            json.dumps(answer.params, sort_keys=True),
+                            answer.version,
+                            answer.revision,
+                            answer.created_at,
+                            answer.expires_at,
+                            rows,
+                        ),
+                    )
+            finally:
+                self._conn.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    def answer(
+        self, notebook_id: str, answer_id: str, offset: int = 0, limit: int | None = None
+    ) -> Answer | None:
+        with self._lock, translated():
+            row = self._conn.execute(
+                "SELECT caller, question, params, version, revision, created_at, expires_at,"
+                " rows FROM answers WHERE notebook_id = ? AND answer_id = ?",
+                (notebook_id, answer_id),
+            ).fetchone()
+        if row is None:
+            return None
+        caller, question, params, version, revision, created_at, expires_at, rows = row
+        return Answer(
+            answer_id=answer_id,
+            notebook_id=notebook_id,
+            caller=caller,
+            question=question,
+            params=json.loads(params),
+            version=version,
+            revision=revision,
+            created_at=created_at,
+            expires_at=expires_at,
+            rows=decode_rows(rows, offset, limit),
+            total=rows.count("\n") + 1 if rows else 0,
+            offset=offset,
+        )
+
+    def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
+        columns = ", ".join(f"n.{c.strip()}" for c in _NOTEBOOK_COLUMNS.split(","))
+        with self._lock, translated():
+            row = self._conn.execute(
+                f"SELECT {columns}, r.name, r.kind, r.content, r.digest, r.author,"
+                " r.written_at, r.version FROM notebooks AS n LEFT JOIN records AS r"
+                " ON r.notebook_id = n.id AND r.name = ? WHERE n.id = ?",
+                (name, notebook_id),
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        notebook = _notebook(row[:11])
+        return notebook, None if row[11] is None else StoredRecord(*row[11:])
+
+    def changes_after(
+        self, notebook_id: str, version: int
+    ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
+        with self._read() as conn:
+            current = conn.execute(
+                "SELECT version FROM notebooks WHERE id = ?", (notebook_id,)
+            ).fetchone()
+            if current is None:
+                raise NotFound(f"no notebook {notebook_id}")
+            rows = conn.execute(
+                "SELECT name, digest, content FROM log_changes"
+                " WHERE notebook_id = ? AND version > ? ORDER BY version, seq",
+                (notebook_id, version),
+            ).fetchall()
+        return current[0], [(name, digest, content) for name, digest, content in rows]
+
+    def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
+        with self._read() as conn:
+            version = conn.execute(
+                "SELECT version FROM notebooks WHERE id = ?", (notebook_id,)
+            ).fetchone()
+            if version is None:
+                raise NotFound(f"no notebook {notebook_id}")
+            rows = conn.execute(
+                "SELECT name, digest FROM records WHERE notebook_id = ? ORDER BY name",
+                (notebook_id,),
+            ).fetchall()
+        return version[0], [(name, digest) for name, digest in rows]
+
     def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
         rows = [
             (notebook_id, r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version)
@@ -570,6 +676,88 @@ class LibsqlMemoryStore(LibsqlDatabase):
                 " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 rows,
             )
+
+    # -- export and import (SPEC §9) ------------------------------------------------------
+
+    def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
+        """Recreate an exported notebook exactly, in one ``BEGIN IMMEDIATE`` transaction: its
+        row, its log entries as they were and its current records folded from them.
+        ``already_exists`` if its id or run is taken. The caller checks the chain."""
+        from oh.core.changes import fold
+
+        live = notebook.state in ("open", "expired")
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
+                " forgets_at, version, pinned_revision, head_hash, purged_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
+                (
+                    notebook.id,
+                    notebook.owner,
+                    notebook.document,
+                    notebook.run,
+                    "open" if live else notebook.state,
+                    notebook.started_at,
+                    notebook.forgets_at,
+                    notebook.pinned_revision,
+                    genesis_hash(notebook.id),
+                ),
+            )
+            state: dict[str, StoredRecord] = {}
+            for entry in entries:
+                conn.execute(
+                    "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+                    " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        notebook.id,
+                        entry.version,
+                        entry.request_id,
+                        entry.fingerprint,
+                        entry.author,
+                        entry.written_at,
+                        entry.prev_hash,
+                        entry.hash,
+                    ),
+                )
+                conn.executemany(
+                    "INSERT INTO log_changes (notebook_id, version, seq, op, name, content,"
+                    " digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (notebook.id, entry.version, seq, c.op, c.name, c.content, c.digest)
+                        for seq, c in enumerate(entry.changes)
+                    ],
+                )
+                fold(state, entry)
+            if state:
+                conn.executemany(
+                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                    " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (
+                            notebook.id,
+                            r.name,
+                            r.kind,
+                            r.content,
+                            r.digest,
+                            r.author,
+                            r.written_at,
+                            r.version,
+                        )
+                        for r in state.values()
+                    ],
+                )
+            conn.execute(
+                "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?"
+                " WHERE id = ?",
+                (
+                    notebook.version,
+                    notebook.head_hash,
+                    notebook.state,
+                    notebook.purged_at,
+                    notebook.id,
+                ),
+            )
+            return self._notebook(conn, notebook.id)
 
 
 # -- the purge credential ----------------------------------------------------------------------

@@ -8,7 +8,7 @@ hash-chained per owner like the notebook log.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from oh.core.canonical import canonical_text, sha256_hex
@@ -23,6 +23,7 @@ from oh.core.reviewed import (
     revision_hash,
 )
 from oh.errors import AlreadyExists, NotFound
+from oh.storage.base import PackInstall
 from oh.storage.libsql import LibsqlDatabase, translated
 
 __all__ = ["LibsqlKnowledgeStore"]
@@ -308,3 +309,196 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
                 "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
             ).fetchone()
         return (0, knowledge_genesis(owner)) if row is None else (row[0], row[1])
+
+    # -- packs (SPEC §8) ------------------------------------------------------------------
+
+    def install_pack(
+        self,
+        owner: str,
+        *,
+        name: str,
+        version: str,
+        digest: str,
+        content: str,
+        expected: Mapping[str, str],
+        made_by: str,
+        made_at: str,
+    ) -> PackInstall | None:
+        with self._write() as conn:
+            in_force = {
+                row[0]: row[1]
+                for row in conn.execute(
+                    f"SELECT name, digest FROM packs AS p WHERE owner = ? AND {_PACK_IN_FORCE}",
+                    (owner, None),
+                ).fetchall()
+            }
+            if in_force != dict(expected):
+                return None
+            row = conn.execute(
+                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
+            ).fetchone()
+            if row is None:
+                latest, head = 0, knowledge_genesis(owner)
+                conn.execute(
+                    "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, 0, ?)",
+                    (owner, head),
+                )
+            else:
+                latest, head = row
+            revision = latest + 1
+            entry = Revision(
+                owner, revision, "pack", None, name, digest, made_by, made_at, head, ""
+            )
+            entry_hash = revision_hash(entry)
+            conn.execute(
+                "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest,"
+                " made_by, made_at, prev_hash, hash) VALUES (?, ?, 'pack', NULL, ?, ?, ?, ?, ?, ?)",
+                (owner, revision, name, digest, made_by, made_at, head, entry_hash),
+            )
+            conn.execute(
+                f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (owner, name, version, digest, content, revision, made_by, made_at),
+            )
+            conn.execute(
+                "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
+                (revision, entry_hash, owner),
+            )
+        return PackInstall(owner, name, version, digest, content, revision, made_by, made_at)
+
+    def installed_packs(self, owner: str, revision: int | None = None) -> list[PackInstall]:
+        with self._read() as conn:
+            if revision is not None:
+                self._check_revision(conn, owner, revision)
+            rows = conn.execute(
+                f"SELECT {_PACK_COLUMNS} FROM packs AS p WHERE owner = ? AND {_PACK_IN_FORCE}"
+                " ORDER BY name",
+                (owner, revision),
+            ).fetchall()
+        return [PackInstall(*row) for row in rows]
+
+    def pack_history(self, owner: str) -> list[PackInstall]:
+        with self._lock, translated():
+            rows = self._conn.execute(
+                f"SELECT {_PACK_COLUMNS} FROM packs WHERE owner = ? ORDER BY revision", (owner,)
+            ).fetchall()
+        return [PackInstall(*row) for row in rows]
+
+    # -- export and import (SPEC §9) ------------------------------------------------------
+
+    def proposal_owners(self) -> list[str]:
+        """Every owner with at least one proposal, decided or not."""
+        with self._lock, translated():
+            rows = self._conn.execute(
+                "SELECT DISTINCT owner FROM proposals ORDER BY owner"
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def import_knowledge_base(
+        self,
+        owner: str,
+        head: tuple[int, str],
+        revisions: Iterable[Revision],
+        reviewed: Iterable[ReviewedRecord],
+        proposals: Iterable[Proposal],
+        packs: Iterable[PackInstall] = (),
+    ) -> None:
+        """Recreate one owner's exported knowledge exactly, in one transaction: revision
+        entries, reviewed versions, pack installs and proposals as they were.
+        ``already_exists`` if the owner has a knowledge base here or a proposal id is taken.
+        The caller checks the chain."""
+        entries = list(revisions)
+        with self._write() as conn:
+            if entries:
+                conn.execute(
+                    "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, ?, ?)",
+                    (owner, head[0], head[1]),
+                )
+            elif conn.execute("SELECT 1 FROM knowledge_bases WHERE owner = ?", (owner,)).fetchone():
+                raise AlreadyExists(f"{owner} already has a knowledge base here", owner=owner)
+            conn.executemany(
+                "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest,"
+                " made_by, made_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (
+                        e.owner,
+                        e.revision,
+                        e.what,
+                        e.proposal_id,
+                        e.name,
+                        e.digest,
+                        e.made_by,
+                        e.made_at,
+                        e.prev_hash,
+                        e.hash,
+                    )
+                    for e in entries
+                ],
+            )
+            for record in reviewed:
+                conn.execute(
+                    f"INSERT INTO reviewed (owner, {_REVIEWED_COLUMNS})"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        owner,
+                        record.name,
+                        record.kind,
+                        record.content,
+                        record.digest,
+                        record.author,
+                        record.written_at,
+                        record.revision,
+                        canonical_text(record.source.to_json()),
+                        canonical_text(record.decision.to_json()),
+                        record.proposal_id,
+                        record.supersedes,
+                    ),
+                )
+            for install in packs:
+                conn.execute(
+                    f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        install.owner,
+                        install.name,
+                        install.version,
+                        install.digest,
+                        install.content,
+                        install.revision,
+                        install.installed_by,
+                        install.installed_at,
+                    ),
+                )
+            for proposal in proposals:
+                note = proposal.note or {}
+                conn.execute(
+                    "INSERT INTO proposals (id, owner, proposed_by, proposed_at, notebook_id,"
+                    " note_name, note_author, note_version, name, content, digest, source,"
+                    " state, decision, revision)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        proposal.id,
+                        proposal.owner,
+                        proposal.proposed_by,
+                        proposal.proposed_at,
+                        note.get("notebook"),
+                        note.get("name"),
+                        note.get("author"),
+                        note.get("version"),
+                        proposal.name,
+                        proposal.content,
+                        proposal.digest,
+                        canonical_text(proposal.source.to_json()),
+                        proposal.state,
+                        None
+                        if proposal.decision is None
+                        else canonical_text(proposal.decision.to_json()),
+                        proposal.revision,
+                    ),
+                )
+
+
+_PACK_COLUMNS = "owner, name, version, digest, content, revision, installed_by, installed_at"
+# Per name, the install with the largest revision <= ?2 (every install when ?2 is NULL).
+_PACK_IN_FORCE = (
+    "revision = (SELECT max(revision) FROM packs WHERE owner = p.owner AND name = p.name"
+    " AND (?2 IS NULL OR revision <= ?2))"
+)

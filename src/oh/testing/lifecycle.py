@@ -274,7 +274,11 @@ class NotebookLifecycleConformance:
         clock.advance(hours=1)
         report = purge_expired(access, clock())
         assert report.purged == [old.id]
-        assert report.removed == {"log_changes": 1, "records": 1, "log": 1}
+        assert {table: n for table, n in report.removed.items() if n} == {
+            "log_changes": 1,
+            "records": 1,
+            "log": 1,
+        }
         assert store.notebook(old.id).state == "purged"
         assert store.notebook(young.id).state == "open"
         assert len(store.records(young.id)) == 1

@@ -1,0 +1,395 @@
+"""The reference host (SPEC §6): principals, credentials, documents, access checks, stamping.
+
+The host owns users, documents and runs; Oh owns memory. Owners authenticate with owner tokens
+(``oh token create``; only their sha256 is stored). Agent credentials are issued when a notebook
+opens: HMAC-signed, naming exactly one notebook, so they keep identifying it after a forget or
+purge (every call then answers ``purged``). On every tool call the host rechecks that the
+notebook's owner still owns its document, stamps the author (``agent:<run>``) and the time, and
+emits a memory card when the agent remembered or recalled something.
+
+HTTP and MCP are thin adapters over ``Host``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.core.clock import Clock, system_clock, utc_text
+from oh.core.notebook import Notebook
+from oh.errors import Forbidden, InvalidArgument, NotFound, OhError, Unauthenticated
+from oh.knowledge import Knowledge
+from oh.notebooks import DEFAULT_LIFETIME, Notebooks
+from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
+from oh.storage.libsql_host import LibsqlHostRegistry
+from oh.tools import Caller, RecallService, Tools
+
+__all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "open_host"]
+
+OWNER_TOKEN_PREFIX = "oho_"  # noqa: S105 - a prefix, not a secret
+AGENT_TOKEN_PREFIX = "oha_"  # noqa: S105 - a prefix, not a secret
+
+
+@dataclass(frozen=True, slots=True)
+class HostSettings:
+    lifetime: timedelta = DEFAULT_LIFETIME
+    token_ttl: timedelta = timedelta(minutes=10)
+    # Working memory per kind of run; kinds not listed use ``memory_default``.
+    memory_by_run_kind: dict[str, bool] = field(
+        default_factory=lambda: {"chat": True, "staged_research": False}
+    )
+    memory_default: bool = True
+    recall_shadow: bool = True
+    public_url: str = ""  # prefix for panel links in memory cards, e.g. http://127.0.0.1:8765
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCard:
+    """A small event a chat UI can show: the agent remembered or recalled something."""
+
+    kind: str  # remembered | recalled
+    notebook: str
+    names: tuple[str, ...]
+    panel_url: str
+    anchors: dict[str, str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "notebook": self.notebook,
+            "names": list(self.names),
+            "panel_url": self.panel_url,
+            "anchors": self.anchors,
+        }
+
+
+class Metrics:
+    """Counters and latency sums for ``/metrics`` (Prometheus text format)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.calls: dict[tuple[str, str], int] = {}
+        self.seconds: dict[str, float] = {}
+        self.events: dict[str, int] = {}
+
+    def tool(self, tool: str, outcome: str, seconds: float) -> None:
+        with self._lock:
+            self.calls[(tool, outcome)] = self.calls.get((tool, outcome), 0) + 1
+            self.seconds[tool] = self.seconds.get(tool, 0.0) + seconds
+
+    def count(self, event: str) -> None:
+        with self._lock:
+            self.events[event] = self.events.get(event, 0) + 1
+
+    def render(self) -> str:
+        with self._lock:
+            lines = [
+                "# HELP oh_tool_calls_total Tool calls by tool and outcome.",
+                "# TYPE oh_tool_calls_total counter",
+            ]
+            for (tool, outcome), count in sorted(self.calls.items()):
+                lines.append(f'oh_tool_calls_total{{tool="{tool}",outcome="{outcome}"}} {count}')
+            lines += [
+                "# HELP oh_tool_call_seconds Time spent in tool calls.",
+                "# TYPE oh_tool_call_seconds summary",
+            ]
+            for tool in sorted(self.seconds):
+                count = sum(n for (name, _), n in self.calls.items() if name == tool)
+                lines.append(f'oh_tool_call_seconds_sum{{tool="{tool}"}} {self.seconds[tool]:.6f}')
+                lines.append(f'oh_tool_call_seconds_count{{tool="{tool}"}} {count}')
+            lines += [
+                "# HELP oh_events_total Notebooks opened and forgotten, documents removed.",
+                "# TYPE oh_events_total counter",
+            ]
+            for event, count in sorted(self.events.items()):
+                lines.append(f'oh_events_total{{event="{event}"}} {count}')
+        return "\n".join(lines) + "\n"
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _text(value: Any, what: str, limit: int = 200) -> str:
+    if type(value) is not str or not 1 <= len(value) <= limit or not value.isprintable():
+        raise InvalidArgument(f"{what} must be printable text of 1 to {limit} characters")
+    return value
+
+
+class Host:
+    """Everything the transports need, with every access check in one place."""
+
+    def __init__(
+        self,
+        memory: MemoryStore,
+        knowledge: KnowledgeStore,
+        registry: HostRegistry,
+        *,
+        clock: Clock = system_clock,
+        settings: HostSettings | None = None,
+        recall: RecallService | None = None,
+    ) -> None:
+        self.memory = memory
+        self.knowledge = knowledge
+        self.registry = registry
+        self.clock = clock
+        self.settings = settings or HostSettings()
+        self.secret = bytes.fromhex(registry.setting("secret", secrets.token_hex(32)))
+        self.metrics = Metrics()
+        self.notebooks = Notebooks(
+            memory, clock=clock, lifetime=self.settings.lifetime, knowledge=knowledge
+        )
+        self.review = Knowledge(knowledge, memory, clock=clock)
+        self.tools = Tools(
+            memory,
+            knowledge,
+            self.secret,
+            clock=clock,
+            token_ttl=self.settings.token_ttl,
+            recall=recall,
+            shadow=self.settings.recall_shadow,
+        )
+        self._listeners: list[Callable[[MemoryCard], None]] = []
+
+    # -- owners ---------------------------------------------------------------------------
+
+    def create_owner_token(self, owner: str) -> str:
+        _text(owner, "owner")
+        token = OWNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
+        self.registry.add_owner_token(_token_hash(token), owner, utc_text(self.clock()))
+        return token
+
+    def owner(self, token: str | None) -> str:
+        """The owner a bearer token authenticates; ``unauthenticated`` otherwise."""
+        if not token or not token.startswith(OWNER_TOKEN_PREFIX) or len(token) > 200:
+            raise Unauthenticated("an owner token is required (oh token create --owner NAME)")
+        owner = self.registry.owner_of_token(_token_hash(token))
+        if owner is None:
+            raise Unauthenticated("unknown owner token")
+        return owner
+
+    # -- agents ---------------------------------------------------------------------------
+
+    def _agent_mac(self, notebook_id: str) -> str:
+        return hmac.new(self.secret, b"agent:" + notebook_id.encode(), hashlib.sha256).hexdigest()
+
+    def agent_token(self, notebook_id: str) -> str:
+        return f"{AGENT_TOKEN_PREFIX}{notebook_id}.{self._agent_mac(notebook_id)}"
+
+    def agent(self, token: str | None) -> str:
+        """The notebook an agent credential names; ``unauthenticated`` otherwise."""
+        if not token or not token.startswith(AGENT_TOKEN_PREFIX) or token.count(".") != 1:
+            raise Unauthenticated("an agent token for this notebook is required")
+        notebook_id, mac = token[len(AGENT_TOKEN_PREFIX) :].split(".")
+        if not hmac.compare_digest(mac, self._agent_mac(notebook_id)):
+            raise Unauthenticated("not an agent token issued by this host")
+        return notebook_id
+
+    def caller(self, token: str | None, notebook_id: str | None = None) -> Caller:
+        """Authenticate an agent and recheck its access, as on every tool call."""
+        agent_notebook = self.agent(token)
+        if notebook_id is not None and notebook_id != agent_notebook:
+            raise Forbidden("this agent token belongs to another notebook")
+        notebook = self.memory.notebook(agent_notebook)
+        # The owner must still own the document: a removed document closes its notebooks.
+        if self.registry.document_owner(notebook.document) != notebook.owner:
+            raise Forbidden("the notebook's owner no longer has access to its document")
+        return Caller(notebook.id, f"agent:{notebook.id}", f"agent:{notebook.run}")
+
+    # -- documents ------------------------------------------------------------------------
+
+    def register_document(self, owner: str, document: str) -> bool:
+        """Register ``document`` for ``owner``; True if new. ``forbidden`` if another owns it."""
+        _text(document, "document")
+        existing = self.registry.document_owner(document)
+        holder = self.registry.register_document(document, owner, utc_text(self.clock()))
+        if holder != owner:
+            raise Forbidden(f"document {document} belongs to another owner")
+        return existing is None
+
+    def remove_document(self, owner: str, document: str) -> int:
+        """Remove a document and forget all its notebooks; return how many were forgotten."""
+        self._own_document(owner, document)
+        self.registry.remove_document(document)
+        forgotten = 0
+        for notebook_id in self.memory.notebook_ids():
+            notebook = self.memory.notebook(notebook_id)
+            closed = notebook.state in ("purged", "empty")
+            if notebook.document == document and notebook.owner == owner and not closed:
+                self.memory.forget(notebook_id, self.clock())
+                self.tools.views.drop(notebook_id)
+                forgotten += 1
+        self.metrics.count("document_removed")
+        return forgotten
+
+    def _own_document(self, owner: str, document: str) -> None:
+        _text(document, "document")
+        holder = self.registry.document_owner(document)
+        if holder is None:
+            raise NotFound(f"no document {document}")
+        if holder != owner:
+            raise Forbidden(f"document {document} belongs to another owner")
+
+    # -- notebooks ------------------------------------------------------------------------
+
+    def memory_enabled(self, run_kind: str) -> bool:
+        return self.settings.memory_by_run_kind.get(run_kind, self.settings.memory_default)
+
+    def open_notebook(
+        self, owner: str, document: str, run: Any, pin: Any = "latest", run_kind: Any = "chat"
+    ) -> tuple[Notebook, bool]:
+        """Open (or return) the run's notebook; ``(notebook, created)``."""
+        self._own_document(owner, document)
+        _text(run, "run")
+        _text(run_kind, "run_kind", 64)
+        if not self.memory_enabled(run_kind):
+            raise Forbidden(f"working memory is off for {run_kind} runs on this host")
+        existing = self.memory.find_notebook(owner, document, run)
+        notebook = self.notebooks.open(owner, document, run, pin)
+        if existing is None:
+            self.metrics.count("notebook_opened")
+        return notebook, existing is None
+
+    def notebook(self, owner: str, notebook_id: str) -> Notebook:
+        """The notebook as its owner sees it; another owner gets ``not_found``, learning
+        nothing about whether it exists."""
+        try:
+            return self.notebooks.get(notebook_id, owner)
+        except Forbidden:
+            raise NotFound(f"no notebook {notebook_id}") from None
+
+    def forget(self, owner: str, notebook_id: str) -> dict[str, Any]:
+        self.notebook(owner, notebook_id)
+        report = self.notebooks.forget(notebook_id, owner)
+        self.tools.views.drop(notebook_id)
+        self.metrics.count("notebook_forgotten")
+        return report.to_json()
+
+    def records(self, owner: str, notebook_id: str) -> dict[str, Any]:
+        """Full records for the panel: the notes and the reviewed knowledge in view."""
+        notebook = self.notebook(owner, notebook_id)
+        notes = []
+        for stored in self.memory.records(notebook_id):
+            notes.append(
+                {
+                    "origin": "note",
+                    **stored.verified_content(),
+                    "digest": stored.digest,
+                    "author": stored.author,
+                    "written_at": stored.written_at,
+                    "version": stored.version,
+                }
+            )
+        reviewed = []
+        if notebook.pinned_revision is not None:
+            reviewed = [
+                r.to_json()
+                for r in self.knowledge.records_at(notebook.owner, notebook.pinned_revision)
+            ]
+        return {"notes": notes, "reviewed": reviewed}
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[[MemoryCard], None]) -> Callable[[], None]:
+        """Receive memory cards; returns the function that unsubscribes."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def call_tool(
+        self, token: str | None, tool: str, arguments: Any, notebook_id: str | None = None
+    ) -> dict[str, Any]:
+        """Authenticate, recheck access, run the tool; errors come back as error bodies."""
+        started = self.clock()
+        try:
+            caller = self.caller(token, notebook_id)
+        except OhError as exc:
+            self.metrics.tool(tool, exc.code, 0.0)
+            return exc.to_json()
+        result = self.tools.call(caller, tool, arguments)
+        elapsed = (self.clock() - started).total_seconds()
+        if "error" in result:
+            outcome = result["error"]["code"]
+        else:
+            outcome = result.get("status", "ok") if tool == "remember" else "ok"
+        self.metrics.tool(tool, outcome, elapsed)
+        if tool == "remember" and result.get("status") == "applied":
+            self._card(
+                "remembered", caller.notebook_id, tuple(item["name"] for item in result["written"])
+            )
+        elif tool == "recall" and result.get("rows"):
+            self._card("recalled", caller.notebook_id, tuple(row["name"] for row in result["rows"]))
+        return result
+
+    def bootstrap(self, token: str | None, notebook_id: str | None = None) -> dict[str, Any]:
+        return self.call_tool(token, "bootstrap", None, notebook_id)
+
+    def _card(self, kind: str, notebook_id: str, names: tuple[str, ...]) -> None:
+        panel = f"{self.settings.public_url}/panel/notebooks/{notebook_id}"
+        card = MemoryCard(
+            kind, notebook_id, names, panel, {name: f"{panel}#record-{name}" for name in names}
+        )
+        for listener in list(self._listeners):
+            listener(card)
+
+    # -- knowledge ------------------------------------------------------------------------
+
+    def knowledge_at(self, owner: str, revision: Any = None) -> dict[str, Any]:
+        latest, records = self.review.records(owner, revision)
+        return {
+            "revision": latest if revision is None else revision,
+            "latest": latest,
+            "records": [r.to_json() for r in records],
+        }
+
+    def propose(self, owner: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise InvalidArgument("a proposal is an object {notebook?, name?, record?, source}")
+        unknown = set(body) - {"notebook", "name", "record", "source"}
+        if unknown:
+            raise InvalidArgument(f"unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        notebook = body.get("notebook")
+        if type(notebook) is str:
+            self.notebook(owner, notebook)  # another owner's notebook is simply not found
+        proposal = self.review.propose(
+            owner,
+            source=body.get("source"),
+            notebook=body.get("notebook"),
+            name=body.get("name"),
+            record=body.get("record"),
+        )
+        return {"proposal_id": proposal.id}
+
+    def decide(self, owner: str, proposal_id: str, body: Any) -> dict[str, Any]:
+        if not isinstance(body, dict):
+            raise InvalidArgument("a decision is an object {decision, reason, record?}")
+        unknown = set(body) - {"decision", "reason", "record"}
+        if unknown:
+            raise InvalidArgument(f"unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        try:
+            decided = self.review.decide(
+                owner,
+                proposal_id,
+                decision=body.get("decision"),
+                reason=body.get("reason"),
+                record=body.get("record"),
+            )
+        except Forbidden:
+            raise NotFound(f"no proposal {proposal_id}") from None
+        return decided.to_json()
+
+
+def open_host(locations: Locations, **options: Any) -> Host:
+    """The reference host over the configured memory and knowledge databases."""
+    return Host(
+        open_memory_store(locations),
+        open_knowledge_store(locations),
+        LibsqlHostRegistry(locations.knowledge_path()),
+        **options,
+    )

@@ -1,0 +1,505 @@
+"""The HTTP API of the reference host (SPEC §6, §11): a thin adapter over ``Host``.
+
+Every route reads its body itself, strictly (size limit first, then RFC 8259 JSON with
+duplicate keys, NaN and lone surrogates refused), so every bad input becomes a typed error with
+a stable code; the OpenAPI document carries the request and response schema of every route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from oh import __version__
+from oh.core.canonical import parse_json
+from oh.errors import HTTP_STATUS, InvalidArgument, NotFound, OhError, StorageUnavailable
+from oh.host import Host, MemoryCard
+from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
+from oh.tools import TOOL_NAMES
+
+__all__ = ["MAX_BODY_BYTES", "create_app"]
+
+logger = logging.getLogger("oh.http")
+MAX_BODY_BYTES = 1_048_576
+
+ERROR = RESULTS["error"]
+NOTEBOOK = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "string"},
+        "state": {"enum": ["opening", "open", "expired", "purged", "empty"]},
+        "started_at": {"type": "string"},
+        "forgets_at": {"type": "string"},
+        "version": {"type": "integer"},
+        "pinned_revision": {"type": ["integer", "null"]},
+    },
+    "required": ["id", "state", "started_at", "forgets_at", "version", "pinned_revision"],
+}
+OPENED = {
+    "type": "object",
+    "properties": {
+        "notebook": NOTEBOOK,
+        "agent_token": {"type": "string"},
+        "mcp_url": {"type": "string"},
+        "bootstrap": RESULTS["bootstrap"],
+    },
+    "required": ["notebook", "agent_token", "mcp_url", "bootstrap"],
+}
+OPEN_REQUEST = {
+    "type": "object",
+    "properties": {
+        "run": {"type": "string", "minLength": 1, "maxLength": 200},
+        "pin": {"oneOf": [{"type": "integer", "minimum": 0}, {"const": "latest"}]},
+        "run_kind": {"type": "string", "minLength": 1, "maxLength": 64},
+    },
+    "required": ["run"],
+    "additionalProperties": False,
+}
+RECORD_OBJECT = {"type": "object", "additionalProperties": True}
+PROPOSAL_REQUEST = {
+    "type": "object",
+    "properties": {
+        "notebook": {"type": "string"},
+        "name": {"type": "string"},
+        "record": RECORD_OBJECT,
+        "source": {
+            "type": "object",
+            "properties": {
+                "document": {"type": "string"},
+                "passage": {"type": "string"},
+                "locator": {"type": ["string", "object"]},
+            },
+            "required": ["document", "passage", "locator"],
+            "additionalProperties": False,
+        },
+    },
+    "required": ["source"],
+    "additionalProperties": False,
+}
+DECISION_REQUEST = {
+    "type": "object",
+    "properties": {
+        "decision": {"enum": ["accept", "reject"]},
+        "reason": {"type": "string", "minLength": 1},
+        "record": RECORD_OBJECT,
+    },
+    "required": ["decision", "reason"],
+    "additionalProperties": False,
+}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    out: dict[int | str, dict[str, Any]] = {}
+    for status in sorted({*statuses, 400}):
+        codes = [code for code, value in HTTP_STATUS.items() if value == status]
+        out[status] = {"description": ", ".join(codes), **_json(ERROR)}
+    return out
+
+
+def _body_doc(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, **_json(schema)}}
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
+
+
+async def _body(request: Request) -> Any:
+    """The request body as strict JSON, refused before parsing when it is too large."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _TooLarge()
+    chunks = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge()
+        chunks.append(chunk)
+    raw = b"".join(chunks)
+    if not raw:
+        raise InvalidArgument("a JSON body is required")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidArgument("the body is not UTF-8") from None
+    return parse_json(text, "request body")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _error_response(error: OhError) -> JSONResponse:
+    return JSONResponse(error.to_json(), status_code=error.http_status)
+
+
+def _result(body: dict[str, Any], status: int = 200) -> JSONResponse:
+    if "error" in body:
+        return JSONResponse(body, status_code=HTTP_STATUS.get(body["error"]["code"], 503))
+    return JSONResponse(body, status_code=status)
+
+
+def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
+    """The reference host's ASGI app. ``mcp`` is ``(asgi_app, lifespan)`` to mount at /mcp."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        if mcp is None:
+            yield
+        else:
+            async with mcp[1]():
+                yield
+
+    app = FastAPI(
+        title="Oh reference host",
+        version=__version__,
+        description=(
+            "Working memory for AI agents, kept apart from reviewed knowledge. Tool contract"
+            f' version {TOOL_CONTRACT_VERSION}. Errors are {{"error": {{"code", "message"}}}}'
+            " with the status of SPEC §11."
+        ),
+        lifespan=lifespan,
+    )
+
+    async def run(call: Callable[[], Awaitable[Response]]) -> Response:
+        try:
+            return await call()
+        except _TooLarge:
+            return _error_response(
+                InvalidArgument(f"request body over {MAX_BODY_BYTES} bytes", limit=MAX_BODY_BYTES)
+            )
+        except OhError as exc:
+            return _error_response(exc)
+        except Exception:
+            logger.exception("unexpected error")
+            return _error_response(StorageUnavailable("the server could not complete this"))
+
+    async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    def owner_of(request: Request) -> str:
+        return host.owner(_bearer(request))
+
+    # -- documents ------------------------------------------------------------------------
+
+    document_body = {
+        "type": "object",
+        "properties": {"document": {"type": "string"}, "owner": {"type": "string"}},
+    }
+
+    @app.put(
+        "/v1/documents/{document}",
+        tags=["documents"],
+        responses={201: _json(document_body), 200: _json(document_body), **_errors(401, 403)},
+    )
+    async def register_document(document: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            created = await blocking(host.register_document, owner, document)
+            return JSONResponse(
+                {"document": document, "owner": owner}, status_code=201 if created else 200
+            )
+
+        return await run(go)
+
+    @app.delete(
+        "/v1/documents/{document}",
+        tags=["documents"],
+        responses={200: _json({"type": "object"}), **_errors(401, 403, 404)},
+    )
+    async def remove_document(document: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            forgotten = await blocking(host.remove_document, owner, document)
+            return JSONResponse({"document": document, "forgotten_notebooks": forgotten})
+
+        return await run(go)
+
+    # -- notebooks ------------------------------------------------------------------------
+
+    @app.post(
+        "/v1/documents/{document}/notebooks",
+        tags=["notebooks"],
+        openapi_extra=_body_doc(OPEN_REQUEST),
+        responses={201: _json(OPENED), 200: _json(OPENED), **_errors(401, 403, 404, 410)},
+    )
+    async def open_notebook(document: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            body = await _body(request)
+            if not isinstance(body, dict):
+                raise InvalidArgument('the body is {"run", "pin"?, "run_kind"?}')
+            unknown = set(body) - {"run", "pin", "run_kind"}
+            if unknown:
+                raise InvalidArgument(f"unknown keys: {', '.join(sorted(unknown))}")
+            notebook, created = await blocking(
+                host.open_notebook,
+                owner,
+                document,
+                body.get("run"),
+                body.get("pin", "latest"),
+                body.get("run_kind", "chat"),
+            )
+            token = host.agent_token(notebook.id)
+            bootstrap = await blocking(host.bootstrap, token)
+            base = str(request.base_url).rstrip("/")
+            return JSONResponse(
+                {
+                    "notebook": notebook.to_json(),
+                    "agent_token": token,
+                    "mcp_url": f"{base}/mcp",
+                    "bootstrap": bootstrap,
+                },
+                status_code=201 if created else 200,
+            )
+
+        return await run(go)
+
+    @app.get(
+        "/v1/notebooks/{notebook_id}",
+        tags=["notebooks"],
+        responses={200: _json(NOTEBOOK), **_errors(401, 404)},
+    )
+    async def get_notebook(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            notebook = await blocking(host.notebook, owner, notebook_id)
+            return JSONResponse(notebook.to_json())
+
+        return await run(go)
+
+    @app.delete(
+        "/v1/notebooks/{notebook_id}",
+        tags=["notebooks"],
+        responses={200: _json({"type": "object"}), **_errors(401, 404, 410)},
+    )
+    async def forget_notebook(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            return JSONResponse(await blocking(host.forget, owner, notebook_id))
+
+        return await run(go)
+
+    records_body = {
+        "type": "object",
+        "properties": {
+            "notes": {"type": "array", "items": RESULTS["read"]},
+            "reviewed": {"type": "array", "items": RESULTS["read"]},
+        },
+        "required": ["notes", "reviewed"],
+    }
+
+    @app.get(
+        "/v1/notebooks/{notebook_id}/records",
+        tags=["notebooks"],
+        responses={200: _json(records_body), **_errors(401, 404, 500)},
+    )
+    async def notebook_records(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            return JSONResponse(await blocking(host.records, owner, notebook_id))
+
+        return await run(go)
+
+    @app.get(
+        "/v1/notebooks/{notebook_id}/events",
+        tags=["notebooks"],
+        responses={200: {"content": {"text/event-stream": {}}}, **_errors(401, 404)},
+    )
+    async def notebook_events(notebook_id: str, request: Request) -> Response:
+        """Memory cards as server-sent events (``event: memory-card``)."""
+
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            await blocking(host.notebook, owner, notebook_id)
+            loop = asyncio.get_running_loop()
+            queue: asyncio.Queue[MemoryCard] = asyncio.Queue()
+
+            def listener(card: MemoryCard) -> None:
+                if card.notebook == notebook_id:
+                    loop.call_soon_threadsafe(queue.put_nowait, card)
+
+            unsubscribe = host.subscribe(listener)
+
+            async def stream() -> AsyncIterator[bytes]:
+                try:
+                    yield b": memory cards for " + notebook_id.encode() + b"\n\n"
+                    while not await request.is_disconnected():
+                        try:
+                            card = await asyncio.wait_for(queue.get(), timeout=15)
+                        except TimeoutError:
+                            yield b": keep-alive\n\n"
+                            continue
+                        data = json.dumps(card.to_json())
+                        yield f"event: memory-card\ndata: {data}\n\n".encode()
+                finally:
+                    unsubscribe()
+
+            return StreamingResponse(stream(), media_type="text/event-stream")
+
+        return await run(go)
+
+    # -- the agent's tools ----------------------------------------------------------------
+
+    @app.get(
+        "/v1/notebooks/{notebook_id}/bootstrap",
+        tags=["tools"],
+        responses={200: _json(RESULTS["bootstrap"]), **_errors(401, 403, 404, 410)},
+    )
+    async def bootstrap(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            body = await blocking(host.bootstrap, _bearer(request), notebook_id)
+            return _result(body)
+
+        return await run(go)
+
+    for tool in TOOL_NAMES:
+
+        def make(tool: str) -> Callable[[str, Request], Awaitable[Response]]:
+            async def call(notebook_id: str, request: Request) -> Response:
+                async def go() -> Response:
+                    arguments = await _body(request)
+                    body = await blocking(
+                        host.call_tool, _bearer(request), tool, arguments, notebook_id
+                    )
+                    return _result(body)
+
+                return await run(go)
+
+            call.__name__ = f"tool_{tool}"
+            call.__doc__ = f"The {tool} tool (see docs/tools.md). 200 also for a refusal."
+            return call
+
+        app.post(
+            f"/v1/notebooks/{{notebook_id}}/tools/{tool}",
+            tags=["tools"],
+            openapi_extra=_body_doc(ARGUMENTS[tool]),
+            responses={200: _json(RESULTS[tool]), **_errors(401, 403, 404, 409, 410, 500)},
+        )(make(tool))
+
+    # -- knowledge and review -------------------------------------------------------------
+
+    knowledge_body = {
+        "type": "object",
+        "properties": {
+            "revision": {"type": "integer"},
+            "latest": {"type": "integer"},
+            "records": {"type": "array", "items": RESULTS["read"]},
+        },
+        "required": ["revision", "latest", "records"],
+    }
+
+    @app.get(
+        "/v1/knowledge",
+        tags=["knowledge"],
+        responses={200: _json(knowledge_body), **_errors(401, 404)},
+    )
+    async def knowledge(request: Request, revision: str | None = None) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            number: int | None = None
+            if revision is not None:
+                if not revision.isdigit() or len(revision) > 15:
+                    raise InvalidArgument("revision must be a non-negative integer")
+                number = int(revision)
+            return JSONResponse(await blocking(host.knowledge_at, owner, number))
+
+        return await run(go)
+
+    @app.post(
+        "/v1/knowledge/proposals",
+        tags=["knowledge"],
+        openapi_extra=_body_doc(PROPOSAL_REQUEST),
+        responses={
+            201: _json(
+                {
+                    "type": "object",
+                    "properties": {"proposal_id": {"type": "string"}},
+                    "required": ["proposal_id"],
+                }
+            ),
+            **_errors(401, 403, 404, 500),
+        },
+    )
+    async def propose(request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            body = await _body(request)
+            return JSONResponse(await blocking(host.propose, owner, body), status_code=201)
+
+        return await run(go)
+
+    @app.post(
+        "/v1/knowledge/proposals/{proposal_id}/decision",
+        tags=["knowledge"],
+        openapi_extra=_body_doc(DECISION_REQUEST),
+        responses={
+            200: _json(
+                {
+                    "type": "object",
+                    "properties": {
+                        "proposal_id": {"type": "string"},
+                        "state": {"type": "string"},
+                        "revision": {"type": "integer"},
+                    },
+                    "required": ["proposal_id", "state"],
+                }
+            ),
+            **_errors(401, 404, 409, 500),
+        },
+    )
+    async def decide(proposal_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            body = await _body(request)
+            return JSONResponse(await blocking(host.decide, owner, proposal_id, body))
+
+        return await run(go)
+
+    # -- operations -----------------------------------------------------------------------
+
+    @app.get("/healthz", tags=["operations"], responses={200: _json({"type": "object"})})
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok", "version": __version__})
+
+    @app.get(
+        "/metrics",
+        tags=["operations"],
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {}}}},
+    )
+    async def metrics() -> Response:
+        return PlainTextResponse(host.metrics.render(), media_type="text/plain; version=0.0.4")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+        error: OhError = (
+            NotFound("no such route")
+            if exc.status_code == 404
+            else (InvalidArgument(f"{exc.detail}"))
+        )
+        return _error_response(error)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> Response:
+        return _error_response(InvalidArgument("the request does not fit this route"))
+
+    if mcp is not None:
+        app.mount("/mcp", mcp[0])
+    return app

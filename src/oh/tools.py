@@ -1,0 +1,363 @@
+"""The agent's tools (SPEC §5): remember, query, read, explain, recall, and the bootstrap.
+
+Defined once, here; HTTP and MCP only adapt them. Every call names the notebook and the caller
+(the host has authenticated the agent credential); the host supplies author and time, no tool
+accepts them, and unknown arguments are rejected. Arguments are checked against the published
+JSON Schemas (``oh.schemas``). ``Tools.call`` turns every error into the public error body.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from oh.core.answers import Answer
+from oh.core.canonical import canonical_text, sha256_hex
+from oh.core.changes import parse_changes
+from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
+from oh.core.notebook import Notebook, check_writable
+from oh.errors import InvalidArgument, NotFound, OhError, StorageUnavailable, TokenExpired
+from oh.query import TokenSigner, ask, check_question, describe
+from oh.schemas import DEFAULT_LIMIT, MAX_RECALL_LIMIT, validate_arguments
+from oh.storage.base import KnowledgeSource, MemoryStore
+from oh.view import Views
+
+__all__ = [
+    "BOOTSTRAP_CHARS",
+    "BOOTSTRAP_ROWS",
+    "TOOL_NAMES",
+    "Caller",
+    "RecallService",
+    "Tools",
+]
+
+logger = logging.getLogger("oh.tools")
+
+BOOTSTRAP_ROWS = 24
+BOOTSTRAP_CHARS = 4000
+TOOL_NAMES = ("remember", "query", "read", "explain", "recall")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is calling which notebook, as the host authenticated it."""
+
+    notebook_id: str
+    principal: str  # the agent credential's identity; tokens are bound to it
+    author: str  # stamped on every write, e.g. ``agent:<run>``
+
+
+class RecallService(Protocol):
+    def recall(self, notebook: Notebook, text: str, limit: int) -> dict[str, Any]:
+        """``{"rows": [{"name", "digest", "origin", "score"}], "pending": int}``."""
+        ...
+
+
+class Tools:
+    """The tool surface over one memory store and one knowledge source."""
+
+    def __init__(
+        self,
+        memory: MemoryStore,
+        knowledge: KnowledgeSource | None,
+        secret: bytes,
+        *,
+        clock: Clock = system_clock,
+        token_ttl: timedelta = timedelta(minutes=10),
+        recall: RecallService | None = None,
+        shadow: bool = True,
+        on_recall_shadow: Callable[[Caller, dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.memory = memory
+        self.knowledge = knowledge
+        self.signer = TokenSigner(secret, token_ttl)
+        self.clock = clock
+        self.recall_service = recall
+        self.shadow = shadow
+        self.on_recall_shadow = on_recall_shadow
+        self.views = Views(memory, knowledge)
+        # Answers are immutable once computed; this process remembers the ones it kept.
+        self._answers: dict[str, Answer] = {}
+
+    # -- dispatch -------------------------------------------------------------------------
+
+    def call(self, caller: Caller, tool: str, arguments: Any) -> dict[str, Any]:
+        """Run one tool; every failure comes back as ``{"error": {"code", "message"}}``."""
+        try:
+            if tool == "bootstrap":
+                return self.bootstrap(caller)
+            handler = {
+                "remember": self.remember,
+                "query": self.query,
+                "read": self.read,
+                "explain": self.explain,
+                "recall": self.recall,
+            }.get(tool)
+            if handler is None:
+                raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}")
+            return handler(caller, arguments)
+        except OhError as exc:
+            return exc.to_json()
+        except (RecursionError, MemoryError) as exc:
+            return InvalidArgument(f"arguments too large or deep: {type(exc).__name__}").to_json()
+        except Exception as exc:
+            # A bug must not become a crash in the agent's loop; it is logged for the operator.
+            logger.exception("tool %s failed unexpectedly", tool)
+            return StorageUnavailable(f"internal error: {type(exc).__name__}").to_json()
+
+    def _open_notebook(self, caller: Caller) -> Notebook:
+        notebook = self.memory.notebook(caller.notebook_id)
+        check_writable(notebook.id, notebook.state, notebook.forgets_at, self.clock())
+        return notebook
+
+    # -- remember -------------------------------------------------------------------------
+
+    def remember(self, caller: Caller, arguments: Any) -> dict[str, Any]:
+        if not isinstance(arguments, dict):
+            raise InvalidArgument("remember takes an object {based_on, request_id, changes}")
+        # The parser first: its messages name the exact rule a change broke.
+        changes = parse_changes(arguments.get("changes"))
+        validate_arguments("remember", arguments)
+        self._open_notebook(caller)
+        result = self.memory.remember(
+            caller.notebook_id,
+            based_on=arguments["based_on"],
+            request_id=arguments["request_id"],
+            changes=changes,
+            author=caller.author,
+            now=self.clock(),
+        )
+        return result.to_json()
+
+    # -- query and explain ----------------------------------------------------------------
+
+    def query(self, caller: Caller, arguments: Any) -> dict[str, Any]:
+        validate_arguments("query", arguments)
+        question = arguments["question"]
+        needed = check_question(question)
+        notebook = self._open_notebook(caller)
+        limit = arguments.get("limit", DEFAULT_LIMIT)
+        now = self.clock()
+        if "cursor" in arguments:
+            claims = self.signer.verify(
+                arguments["cursor"],
+                notebook_id=notebook.id,
+                caller=caller.principal,
+                now=now,
+                kind="cursor",
+            )
+            offset = claims["o"]
+            page = self._answer(notebook.id, claims["a"], offset, limit)
+            params = {key: arguments[key] for key in ("name", "kind", "since") if key in arguments}
+            if page.question != question or any(page.params.get(k) != v for k, v in params.items()):
+                raise InvalidArgument("a cursor continues the question it came from, unchanged")
+        else:
+            params = {}
+            for key in ("name", "kind", "since"):
+                if key in needed:
+                    if key not in arguments:
+                        raise InvalidArgument(f"question {question} needs {key!r}")
+                    params[key] = arguments[key]
+                elif key in arguments:
+                    raise InvalidArgument(f"question {question} takes no {key!r}")
+            page = self._ask(caller, notebook, question, params, now)
+            offset = 0
+        rows = page.rows[offset - page.offset : offset - page.offset + limit]
+        claims = {
+            "k": "explain",
+            "a": page.answer_id,
+            "n": notebook.id,
+            "c": caller.principal,
+            "e": _epoch(page.expires_at),
+        }
+        next_offset = offset + len(rows)
+        next_cursor = None
+        if next_offset < page.total:
+            next_cursor = self.signer.sign({**claims, "k": "cursor", "o": next_offset})
+        return {
+            "answer_id": page.answer_id,
+            "question": page.question,
+            "version": page.version,
+            "revision": page.revision,
+            "token": self.signer.sign(claims),
+            "token_expires_at": page.expires_at,
+            "rows": [row.to_json(offset + i) for i, row in enumerate(rows)],
+            "next_cursor": next_cursor,
+        }
+
+    def _ask(
+        self,
+        caller: Caller,
+        notebook: Notebook,
+        question: str,
+        params: dict[str, Any],
+        now: datetime,
+    ) -> Answer:
+        """Compute (or reuse) the answer at the notebook's current version and keep it.
+
+        The answer id is a digest of everything the answer depends on, so asking the same
+        question again before memory moves on reuses the kept answer instead of writing it.
+        """
+        view = self.views.of(notebook)
+        identity = {
+            "n": notebook.id,
+            "v": view.notebook.version,
+            "r": view.revision,
+            "q": question,
+            "p": params,
+            "c": caller.principal,
+        }
+        answer_id = "an_" + sha256_hex(canonical_text(identity))[:32]
+        expires = now + self.signer.ttl
+        kept = self._answers.get(answer_id)
+        if kept is not None and from_utc_text(kept.expires_at) - now > self.signer.ttl / 2:
+            return kept
+        log = self.memory.log(notebook.id) if question == "changes_since" else ()
+        rows = tuple(ask(view, question, params, log))
+        answer = Answer(
+            answer_id=answer_id,
+            notebook_id=notebook.id,
+            caller=caller.principal,
+            question=question,
+            params=params,
+            version=view.notebook.version,
+            revision=view.revision,
+            created_at=utc_text(now),
+            expires_at=utc_text(expires),
+            rows=rows,
+            total=len(rows),
+        )
+        self.memory.save_answer(answer, now)
+        if len(self._answers) >= 256:
+            self._answers.pop(next(iter(self._answers)))
+        self._answers[answer_id] = answer
+        return answer
+
+    def _answer(self, notebook_id: str, answer_id: str, offset: int, limit: int) -> Answer:
+        kept = self._answers.get(answer_id)
+        if kept is not None and kept.notebook_id == notebook_id:
+            return kept
+        answer = self.memory.answer(notebook_id, answer_id, offset, limit)
+        if answer is None:
+            raise TokenExpired("that answer has expired; ask the question again")
+        return answer
+
+    def explain(self, caller: Caller, arguments: Any) -> dict[str, Any]:
+        validate_arguments("explain", arguments)
+        notebook = self._open_notebook(caller)
+        claims = self.signer.verify(
+            arguments["token"],
+            notebook_id=notebook.id,
+            caller=caller.principal,
+            now=self.clock(),
+            kind="explain",
+        )
+        index = arguments["row"]
+        answer = self._answer(notebook.id, claims["a"], index, 1)
+        if index >= answer.total:
+            raise InvalidArgument(f"the answer has {answer.total} rows; no row {index}")
+        row = answer.rows[index - answer.offset]
+        return {
+            "row": index,
+            "name": row.name,
+            "origin": row.origin,
+            "question": answer.question,
+            "reason": describe(
+                answer.question, answer.params, row, answer.version, answer.revision
+            ),
+            "path": list(row.path) or [row.name],
+            "version": answer.version,
+            "revision": answer.revision,
+        }
+
+    # -- read -----------------------------------------------------------------------------
+
+    def read(self, caller: Caller, arguments: Any) -> dict[str, Any]:
+        validate_arguments("read", arguments)
+        name = arguments["name"]
+        origin = arguments.get("origin")
+        notebook, stored = self.memory.read_record(caller.notebook_id, name)
+        check_writable(notebook.id, notebook.state, notebook.forgets_at, self.clock())
+        body: dict[str, Any] | None = None
+        reviewed_names = self.views.reviewed(notebook.owner, notebook.pinned_revision)
+        if origin != "reviewed" and stored is not None:
+            body = {
+                "origin": "note",
+                **stored.verified_content(),
+                "digest": stored.digest,
+                "author": stored.author,
+                "written_at": stored.written_at,
+                "version": stored.version,
+            }
+            if origin is None and name in reviewed_names:
+                body["also_reviewed"] = True
+        if body is None and origin != "note" and name in reviewed_names:
+            assert self.knowledge is not None and notebook.pinned_revision is not None
+            reviewed = self.knowledge.record_at(notebook.owner, name, notebook.pinned_revision)
+            if reviewed is not None:
+                body = reviewed.to_json()
+        if body is None:
+            where = {"note": " as a note", "reviewed": " as reviewed knowledge"}.get(origin, "")
+            raise NotFound(f"{name} is not in view{where}", name=name)
+        if "digest" in arguments:
+            body["changed"] = arguments["digest"] != body["digest"]
+        return body
+
+    # -- bootstrap and recall -------------------------------------------------------------
+
+    def bootstrap(self, caller: Caller) -> dict[str, Any]:
+        """``current_notes`` once, on the agent's behalf: at most 24 rows or 4,000 characters
+        of the rows' RFC 8785 form, names and digests only."""
+        notebook = self._open_notebook(caller)
+        view = self.views.of(notebook)
+        # current_notes' order (name, then note before reviewed) over two sorted lists.
+        ordered = heapq.merge(
+            (view.notes[name] for name in sorted(view.notes)),
+            (view.reviewed[name] for name in sorted(view.reviewed)),
+            key=lambda e: (e.name, e.origin != "note"),
+        )
+        total = len(view.notes) + len(view.reviewed)
+        rows: list[dict[str, Any]] = []
+        size = 2  # "[]"
+        for entry in itertools.islice(ordered, BOOTSTRAP_ROWS):
+            item = {
+                "origin": entry.origin,
+                "kind": entry.kind,
+                "name": entry.name,
+                "digest": entry.digest,
+            }
+            grown = size + len(canonical_text(item)) + (1 if rows else 0)
+            if grown > BOOTSTRAP_CHARS:
+                break
+            rows.append(item)
+            size = grown
+        return {
+            "rows": rows,
+            "total": total,
+            "truncated": len(rows) < total,
+            "version": view.notebook.version,
+            "revision": view.revision,
+        }
+
+    def recall(self, caller: Caller, arguments: Any) -> dict[str, Any]:
+        validate_arguments("recall", arguments)
+        notebook = self._open_notebook(caller)
+        if self.recall_service is None:
+            raise NotFound("recall is not enabled on this host")
+        limit = min(arguments.get("limit", 10), MAX_RECALL_LIMIT)
+        found = self.recall_service.recall(notebook, arguments["text"], limit)
+        if self.shadow:
+            # Measured, never shown: a similar note must not enter the conversation unread.
+            if self.on_recall_shadow is not None:
+                self.on_recall_shadow(caller, found)
+            return {"rows": [], "shadow": True, "pending": found.get("pending", 0)}
+        return {"rows": found["rows"], "shadow": False, "pending": found.get("pending", 0)}
+
+
+def _epoch(text: str) -> int:
+    return int(from_utc_text(text).timestamp())

@@ -1,0 +1,344 @@
+"""`oh serve` as a real process on 127.0.0.1, driven over HTTP like a host's users and agents
+would: the flows of SPEC §11 and an authorization matrix where every denial is typed."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+SOURCE = {
+    "document": "hughes-2018.pdf",
+    "passage": "Recovery took at least 10 years.",
+    "locator": "p. 4",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _oh(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "oh.cli", *args, "--data", str(data)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+class Server:
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "oh.cli",
+                "serve",
+                "--data",
+                str(data),
+                "--port",
+                str(self.port),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"oh serve did not start: {self.process.stderr.read()}")  # type: ignore[union-attr]
+            time.sleep(0.1)
+
+    def owner_token(self, owner: str) -> str:
+        return _oh(self.data, "token", "create", "--owner", owner).stdout.strip().splitlines()[-1]
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    running = Server(tmp_path_factory.mktemp("oh-serve"))
+    yield running
+    running.stop()
+
+
+def auth(token: str | None) -> dict[str, str]:
+    return {} if token is None else {"Authorization": f"Bearer {token}"}
+
+
+class Client:
+    def __init__(self, server: Server, token: str | None) -> None:
+        self.http = httpx.Client(base_url=server.url, headers=auth(token), timeout=10)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.http, name)
+
+
+@pytest.fixture(scope="module")
+def ann(server: Server) -> Client:
+    return Client(server, server.owner_token("ann"))
+
+
+@pytest.fixture(scope="module")
+def bob(server: Server) -> Client:
+    return Client(server, server.owner_token("bob"))
+
+
+def _open(owner: Client, document: str, run: str) -> dict[str, Any]:
+    owner.put(f"/v1/documents/{document}")
+    answer = owner.post(f"/v1/documents/{document}/notebooks", json={"run": run})
+    assert answer.status_code in (200, 201), answer.text
+    return dict(answer.json())
+
+
+def test_the_whole_flow_over_http(server: Server, ann: Client) -> None:
+    assert ann.put("/v1/documents/reef-review").status_code == 201
+    assert ann.put("/v1/documents/reef-review").status_code == 200
+    opened = ann.post("/v1/documents/reef-review/notebooks", json={"run": "run-1"})
+    assert opened.status_code == 201
+    body = opened.json()
+    notebook_id = body["notebook"]["id"]
+    assert body["notebook"]["state"] == "open"
+    assert body["mcp_url"] == f"{server.url}/mcp"
+    assert body["bootstrap"] == {
+        "rows": [],
+        "total": 0,
+        "truncated": False,
+        "version": 0,
+        "revision": 0,
+    }
+    again = ann.post("/v1/documents/reef-review/notebooks", json={"run": "run-1"})
+    assert again.status_code == 200
+    assert again.json()["notebook"]["id"] == notebook_id
+
+    agent = Client(server, body["agent_token"])
+    tools = f"/v1/notebooks/{notebook_id}/tools"
+    write = {
+        "based_on": 0,
+        "request_id": "r-12",
+        "changes": [
+            {
+                "op": "add",
+                "record": {"name": "dataset:coral-1990-2014", "text": "ends 2014: ruled out"},
+            }
+        ],
+    }
+    applied = agent.post(f"{tools}/remember", json=write)
+    assert applied.status_code == 200
+    assert applied.json()["status"] == "applied"
+    assert agent.post(f"{tools}/remember", json=write).json() == applied.json()
+    stale = agent.post(f"{tools}/remember", json={**write, "request_id": "r-13"})
+    assert stale.status_code == 200
+    assert stale.json() == {"status": "refused", "reason": "stale", "current_version": 1}
+
+    query = agent.post(f"{tools}/query", json={"question": "current_notes"}).json()
+    assert [row["name"] for row in query["rows"]] == ["dataset:coral-1990-2014"]
+    read = agent.post(f"{tools}/read", json={"name": "dataset:coral-1990-2014"}).json()
+    assert read["text"] == "ends 2014: ruled out"
+    assert read["author"] == "agent:run-1"
+    why = agent.post(f"{tools}/explain", json={"token": query["token"], "row": 0}).json()
+    assert why["question"] == "current_notes"
+    assert agent.get(f"/v1/notebooks/{notebook_id}/bootstrap").json()["total"] == 1
+
+    records = ann.get(f"/v1/notebooks/{notebook_id}/records").json()
+    assert [note["name"] for note in records["notes"]] == ["dataset:coral-1990-2014"]
+
+    proposal = ann.post(
+        "/v1/knowledge/proposals",
+        json={"notebook": notebook_id, "name": "dataset:coral-1990-2014", "source": SOURCE},
+    )
+    assert proposal.status_code == 201
+    decided = ann.post(
+        f"/v1/knowledge/proposals/{proposal.json()['proposal_id']}/decision",
+        json={"decision": "accept", "reason": "checked the table"},
+    )
+    assert decided.json()["revision"] == 1
+    twice = ann.post(
+        f"/v1/knowledge/proposals/{proposal.json()['proposal_id']}/decision",
+        json={"decision": "accept", "reason": "again"},
+    )
+    assert (twice.status_code, twice.json()["error"]["code"]) == (409, "already_exists")
+    knowledge = ann.get("/v1/knowledge").json()
+    assert (knowledge["latest"], [r["name"] for r in knowledge["records"]]) == (
+        1,
+        ["dataset:coral-1990-2014"],
+    )
+    assert ann.get("/v1/knowledge?revision=0").json()["records"] == []
+
+    forgotten = ann.delete(f"/v1/notebooks/{notebook_id}")
+    assert forgotten.status_code == 200
+    assert forgotten.json()["removed"]["records"] == 1
+    late = agent.post(f"{tools}/remember", json={**write, "based_on": 1, "request_id": "r-14"})
+    assert (late.status_code, late.json()["error"]["code"]) == (410, "purged")
+    retry = agent.post(f"{tools}/remember", json=write)
+    assert (retry.status_code, retry.json()["error"]["code"]) == (410, "purged")
+    reopen = ann.post("/v1/documents/reef-review/notebooks", json={"run": "run-1"})
+    assert (reopen.status_code, reopen.json()["error"]["code"]) == (410, "purged")
+    assert ann.get(f"/v1/notebooks/{notebook_id}").json()["state"] == "purged"
+
+
+def test_removing_a_document_closes_its_notebooks(server: Server, ann: Client) -> None:
+    opened = _open(ann, "doc-to-remove", "run-1")
+    agent = Client(server, opened["agent_token"])
+    tools = f"/v1/notebooks/{opened['notebook']['id']}/tools"
+    assert agent.post(f"{tools}/query", json={"question": "current_notes"}).status_code == 200
+    assert ann.delete("/v1/documents/doc-to-remove").status_code == 200
+    denied = agent.post(f"{tools}/query", json={"question": "current_notes"})
+    assert (denied.status_code, denied.json()["error"]["code"]) == (403, "forbidden")
+
+
+def test_bad_input_is_typed_and_never_a_500(server: Server, ann: Client) -> None:
+    opened = _open(ann, "doc-bad-input", "run-1")
+    agent = Client(server, opened["agent_token"])
+    tools = f"/v1/notebooks/{opened['notebook']['id']}/tools"
+    cases = [
+        b"",
+        b"{",
+        b"[1,2]",
+        b'{"question": "current_notes", "question": "conflicts"}',
+        b'{"question": NaN}',
+        b'{"question": "\\ud800"}',
+        b"\xff\xfe",
+        b"null",
+        b'{"question": "current_notes", "sql": "DROP TABLE records"}',
+    ]
+    for raw in cases:
+        answer = agent.post(
+            f"{tools}/query", content=raw, headers={"content-type": "application/json"}
+        )
+        assert answer.status_code == 400, (raw, answer.text)
+        assert answer.json()["error"]["code"] in ("invalid_argument", "unknown_question")
+    huge = agent.post(f"{tools}/remember", content=b"[" + b"1," * 600_000 + b"1]")
+    assert (huge.status_code, huge.json()["error"]["code"]) == (400, "invalid_argument")
+    assert ann.get("/v1/no-such-route").json()["error"]["code"] == "not_found"
+    assert ann.get("/v1/knowledge?revision=x").json()["error"]["code"] == "invalid_argument"
+    assert ann.get("/v1/knowledge?revision=99").json()["error"]["code"] == "not_found"
+
+
+def test_operations_routes(server: Server, ann: Client) -> None:
+    assert httpx.get(f"{server.url}/healthz").json()["status"] == "ok"
+    spec = httpx.get(f"{server.url}/openapi.json").json()
+    paths = spec["paths"]
+    for path in (
+        "/v1/documents/{document}",
+        "/v1/documents/{document}/notebooks",
+        "/v1/notebooks/{notebook_id}",
+        "/v1/notebooks/{notebook_id}/records",
+        "/v1/notebooks/{notebook_id}/bootstrap",
+        "/v1/knowledge",
+        "/v1/knowledge/proposals",
+        "/v1/knowledge/proposals/{proposal_id}/decision",
+        *(
+            f"/v1/notebooks/{{notebook_id}}/tools/{tool}"
+            for tool in ("remember", "query", "read", "explain", "recall")
+        ),
+    ):
+        assert path in paths, path
+    remember = paths["/v1/notebooks/{notebook_id}/tools/remember"]["post"]
+    assert "requestBody" in remember
+    assert "200" in remember["responses"]
+    metrics = httpx.get(f"{server.url}/metrics").text
+    assert "oh_tool_calls_total" in metrics
+
+
+# -- the authorization matrix ----------------------------------------------------------------
+
+ROUTES: list[tuple[str, str, Any]] = [
+    ("get", "/v1/notebooks/{id}", None),
+    ("delete", "/v1/notebooks/{id}", None),
+    ("get", "/v1/notebooks/{id}/records", None),
+    ("get", "/v1/notebooks/{id}/bootstrap", None),
+    (
+        "post",
+        "/v1/notebooks/{id}/tools/remember",
+        {
+            "based_on": 0,
+            "request_id": "m",
+            "changes": [{"op": "add", "record": {"name": "note:x", "text": "x"}}],
+        },
+    ),
+    ("post", "/v1/notebooks/{id}/tools/query", {"question": "current_notes"}),
+    ("post", "/v1/notebooks/{id}/tools/read", {"name": "note:secret"}),
+    ("post", "/v1/notebooks/{id}/tools/explain", {"token": "a.b", "row": 0}),
+    ("post", "/v1/notebooks/{id}/tools/recall", {"text": "secret"}),
+    ("post", "/v1/documents/matrix-doc/notebooks", {"run": "run-x"}),
+    (
+        "post",
+        "/v1/knowledge/proposals",
+        {"notebook": "{id}", "name": "note:secret", "source": SOURCE},
+    ),
+]
+
+
+def test_no_credential_but_the_right_one_reaches_a_notebook(
+    server: Server, ann: Client, bob: Client
+) -> None:
+    opened = _open(ann, "matrix-doc", "run-1")
+    notebook_id = opened["notebook"]["id"]
+    agent_token = opened["agent_token"]
+    Client(server, agent_token).post(
+        f"/v1/notebooks/{notebook_id}/tools/remember",
+        json={
+            "based_on": 0,
+            "request_id": "s",
+            "changes": [{"op": "add", "record": {"name": "note:secret", "text": "SECRET-TEXT"}}],
+        },
+    )
+    other = _open(bob, "bobs-doc", "run-1")
+    forgotten = _open(ann, "matrix-doc", "run-forgotten")
+    ann.delete(f"/v1/notebooks/{forgotten['notebook']['id']}")
+    wrong: dict[str, str | None] = {
+        "other owner": bob.http.headers["authorization"][7:],
+        "no token": None,
+        "bad token": "oho_not-a-real-token",
+        "forged agent token": f"oha_{notebook_id}.{'0' * 64}",
+        "agent of another notebook": other["agent_token"],
+        "agent after forget": forgotten["agent_token"],
+    }
+    denials = {"unauthenticated", "forbidden", "not_found"}
+    crossed = []
+    for label, token in wrong.items():
+        client = Client(server, token)
+        for method, path, body in ROUTES:
+            url = path.replace("{id}", notebook_id)
+            payload = (
+                None
+                if body is None
+                else {
+                    key: (value.replace("{id}", notebook_id) if isinstance(value, str) else value)
+                    for key, value in body.items()
+                }
+            )
+            answer = getattr(client, method)(url, **({} if payload is None else {"json": payload}))
+            code = answer.json().get("error", {}).get("code")
+            if answer.status_code < 400 or code not in denials or "SECRET" in answer.text:
+                crossed.append((label, method, path, answer.status_code, code))
+    assert crossed == []
+    # ...and the right credentials do get through.
+    assert ann.get(f"/v1/notebooks/{notebook_id}").status_code == 200
+    read = Client(server, agent_token).post(
+        f"/v1/notebooks/{notebook_id}/tools/read", json={"name": "note:secret"}
+    )
+    assert read.json()["text"] == "SECRET-TEXT"
