@@ -342,3 +342,31 @@ def test_no_credential_but_the_right_one_reaches_a_notebook(
         f"/v1/notebooks/{notebook_id}/tools/read", json={"name": "note:secret"}
     )
     assert read.json()["text"] == "SECRET-TEXT"
+
+
+def test_generated_requests_never_get_a_500_and_match_the_spec(server: Server, ann: Client) -> None:
+    """schemathesis against /openapi.json, as an owner and as an agent (bounded examples)."""
+    opened = _open(ann, "fuzzed-doc", "run-1")
+    for token in (ann.http.headers["authorization"][7:], opened["agent_token"]):
+        done = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "schemathesis"),
+                "run",
+                f"{server.url}/openapi.json",
+                "-H",
+                f"Authorization: Bearer {token}",
+                "-n",
+                "12",
+                "--generation-deterministic",
+                "--exclude-path",
+                "/v1/notebooks/{notebook_id}/events",
+                "-c",
+                "not_a_server_error,response_schema_conformance,"
+                "status_code_conformance,content_type_conformance",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stdout[-4000:]
+    assert httpx.get(f"{server.url}/healthz").status_code == 200

@@ -25,6 +25,7 @@ LAYERS = {
     "notebooks": 3,
     "knowledge": 3,
     "view": 3,
+    "transfer": 3,
     "query": 3,
     "recall": 3,
     "profiles": 3,
