@@ -16,6 +16,7 @@ from pathlib import Path
 from oh import __version__
 from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.errors import OhError
+from oh.profiles.cli import register as register_profile
 from oh.verify import verify_knowledge, verify_store
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -116,11 +117,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from oh.host import HostSettings, open_host
     from oh.http import create_app
+    from oh.mcp import mcp_app
 
     locations = _locations(args)
     base = f"http://{args.host}:{args.port}"
     host = open_host(locations, settings=HostSettings(public_url=base))
-    app = create_app(host)
+    app = create_app(host, mcp=mcp_app(host))
     where = locations.memory_url or locations.data_dir
     print(f"Oh {__version__} serving memory from {where}", flush=True)
     print(f"  HTTP API   {base}/v1  (OpenAPI: {base}/openapi.json)", flush=True)
@@ -141,6 +143,12 @@ def cmd_token(args: argparse.Namespace) -> int:
     print(f"owner token for {args.owner} (shown once; only its hash is stored):")
     print(token)
     return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from oh.mcp import cmd_mcp as run_mcp
+
+    return int(run_mcp(args))
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
@@ -175,6 +183,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
         cmd_verify,
     ),
     "serve": ("run the reference host: HTTP API, MCP endpoint and Memory panel", cmd_serve),
+    "mcp": ("serve one notebook's tools over MCP stdio (agent token from OH_AGENT_TOKEN)", cmd_mcp),
     "token": ("create an owner token: oh token create --owner NAME", cmd_token),
     "schemas": ("print the JSON Schemas of every tool's arguments and results", cmd_schemas),
     "purge": ("delete expired notebooks once, or on a schedule with --every", cmd_purge),
@@ -192,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--knowledge-url", metavar="URL", help="knowledge database (env OH_KNOWLEDGE_URL)"
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    register_profile(sub, common)
     for name, (summary, handler) in COMMANDS.items():
         command = sub.add_parser(name, parents=[common], help=summary, description=summary)
         command.set_defaults(handler=handler)
@@ -201,6 +211,8 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--host", default="127.0.0.1", help="address (127.0.0.1)")
             command.add_argument("--port", type=int, default=8765, help="port (8765)")
             command.add_argument("--log-level", default="warning", help="uvicorn log level")
+        if name == "mcp":
+            command.add_argument("--notebook", required=True, metavar="ID")
         if name == "token":
             command.add_argument("action", choices=["create"])
             command.add_argument("--owner", required=True, metavar="NAME")

@@ -27,6 +27,7 @@ from oh.core.notebook import Notebook
 from oh.errors import Forbidden, InvalidArgument, NotFound, OhError, Unauthenticated
 from oh.knowledge import Knowledge
 from oh.notebooks import DEFAULT_LIFETIME, Notebooks
+from oh.profiles import Profiles
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.tools import Caller, RecallService, Tools
@@ -146,7 +147,8 @@ class Host:
         self.notebooks = Notebooks(
             memory, clock=clock, lifetime=self.settings.lifetime, knowledge=knowledge
         )
-        self.review = Knowledge(knowledge, memory, clock=clock)
+        self.profiles = Profiles(knowledge, clock=clock)
+        self.review = Knowledge(knowledge, memory, clock=clock, profiles=self.profiles)
         self.tools = Tools(
             memory,
             knowledge,
@@ -154,6 +156,7 @@ class Host:
             clock=clock,
             token_ttl=self.settings.token_ttl,
             recall=recall,
+            profiles=self.profiles,
             shadow=self.settings.recall_shadow,
         )
         self._listeners: list[Callable[[MemoryCard], None]] = []

@@ -501,5 +501,6 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         return _error_response(InvalidArgument("the request does not fit this route"))
 
     if mcp is not None:
-        app.mount("/mcp", mcp[0])
+        # A route, not a mount: POST /mcp is answered directly, not redirected to /mcp/.
+        app.add_route("/mcp", mcp[0], methods=["GET", "POST", "DELETE"])
     return app

@@ -16,6 +16,7 @@ from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.records import Record
 from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Source
 from oh.errors import Forbidden, InvalidArgument, NotFound
+from oh.profiles import Profiles
 from oh.storage.base import KnowledgeStore, MemoryStore
 
 __all__ = ["Decided", "Knowledge", "new_proposal_id"]
@@ -48,11 +49,24 @@ class Knowledge:
     """
 
     def __init__(
-        self, store: KnowledgeStore, memory: MemoryStore, *, clock: Clock = system_clock
+        self,
+        store: KnowledgeStore,
+        memory: MemoryStore,
+        *,
+        clock: Clock = system_clock,
+        profiles: Profiles | None = None,
     ) -> None:
         self.store = store
         self.memory = memory
         self.clock = clock
+        self.profiles = profiles
+
+    def _checked(self, owner: str, record: Record) -> Record:
+        """Once profiles are installed, reviewed records use their kinds, and fields of those
+        kinds are validated and canonicalized (SPEC §8, §11)."""
+        if self.profiles is None:
+            return record
+        return self.profiles.check(owner, record, reviewed=True)
 
     def propose(
         self,
@@ -89,6 +103,7 @@ class Knowledge:
             }
         else:
             content = Record.parse(record)
+        content = self._checked(owner, content)
         canonical = content.canonical()
         proposal = Proposal(
             id=new_proposal_id(),
@@ -129,7 +144,7 @@ class Knowledge:
             rejected = self.store.reject(proposal_id, Decision("reject", owner, at, why))
             return Decided(rejected, None)
         original = Record.parse(proposal.verified_record())
-        final = original if record is None else Record.parse(record)
+        final = self._checked(owner, original if record is None else Record.parse(record))
         if final.name != proposal.name:
             raise InvalidArgument(
                 f"an edit keeps the proposed name {proposal.name}; propose another name anew"

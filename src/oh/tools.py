@@ -18,10 +18,11 @@ from typing import Any, Protocol
 
 from oh.core.answers import Answer
 from oh.core.canonical import canonical_text, sha256_hex
-from oh.core.changes import parse_changes
+from oh.core.changes import Change, Remove, parse_changes
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
 from oh.core.notebook import Notebook, check_writable
 from oh.errors import InvalidArgument, NotFound, OhError, StorageUnavailable, TokenExpired
+from oh.profiles import Profiles, Schema
 from oh.query import TokenSigner, ask, check_question, describe
 from oh.schemas import DEFAULT_LIMIT, MAX_RECALL_LIMIT, validate_arguments
 from oh.storage.base import KnowledgeSource, MemoryStore
@@ -70,6 +71,7 @@ class Tools:
         clock: Clock = system_clock,
         token_ttl: timedelta = timedelta(minutes=10),
         recall: RecallService | None = None,
+        profiles: Profiles | None = None,
         shadow: bool = True,
         on_recall_shadow: Callable[[Caller, dict[str, Any]], None] | None = None,
     ) -> None:
@@ -81,6 +83,9 @@ class Tools:
         self.shadow = shadow
         self.on_recall_shadow = on_recall_shadow
         self.views = Views(memory, knowledge)
+        self.profiles = profiles
+        # The kinds in force at a revision never change: one schema per (owner, revision).
+        self._schemas: dict[tuple[str, int], Schema] = {}
         # Answers are immutable once computed; this process remembers the ones it kept.
         self._answers: dict[str, Answer] = {}
 
@@ -123,7 +128,8 @@ class Tools:
         # The parser first: its messages name the exact rule a change broke.
         changes = parse_changes(arguments.get("changes"))
         validate_arguments("remember", arguments)
-        self._open_notebook(caller)
+        notebook = self._open_notebook(caller)
+        changes = self._checked(notebook, changes)
         result = self.memory.remember(
             caller.notebook_id,
             based_on=arguments["based_on"],
@@ -133,6 +139,25 @@ class Tools:
             now=self.clock(),
         )
         return result.to_json()
+
+    def _checked(self, notebook: Notebook, changes: tuple[Change, ...]) -> tuple[Change, ...]:
+        """Validate and canonicalize ``fields`` of kinds that belong to a profile installed at
+        the notebook's pinned revision (SPEC §8), before the write is fingerprinted."""
+        if self.profiles is None or notebook.pinned_revision is None:
+            return changes
+        key = (notebook.owner, notebook.pinned_revision)
+        schema = self._schemas.get(key)
+        if schema is None:
+            schema = self.profiles.schema(*key)
+            if len(self._schemas) > 256:
+                self._schemas.clear()
+            self._schemas[key] = schema
+        if not schema.kinds:
+            return changes
+        return tuple(
+            change if isinstance(change, Remove) else type(change)(schema.check(change.record))
+            for change in changes
+        )
 
     # -- query and explain ----------------------------------------------------------------
 

@@ -1,0 +1,374 @@
+"""The MCP endpoint (SPEC §5, §6, §11): the agent's tools over the Model Context Protocol.
+
+A thin adapter over ``Host``, on the official SDK's low-level ``Server``: each tool is listed
+with its published JSON Schemas (``oh.schemas``) and every call goes to ``Host.call_tool`` with
+the arguments exactly as the agent sent them, so Oh — not the SDK — validates them. (The SDK's
+``MCPServer`` derives schemas from Python signatures and coerces arguments with pydantic
+before a tool sees them, which is why it is not used here.) Results are the tool's JSON object
+as text content and as structured content; errors are results with ``isError`` set and the
+same ``{"error": {"code", "message"}}`` body, never protocol errors.
+
+The agent credential selects the notebook: on streamable HTTP it is the ``Authorization:
+Bearer`` header of every request, over stdio the token ``oh mcp`` was started with. The
+bootstrap (``current_notes`` once, names and digests only) is handed over when the agent
+connects, in the server instructions of that connection, and can be read again at any time as
+the resource ``oh://bootstrap``. See ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from typing import Any, NamedTuple
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+from mcp.server.streamable_http_manager import (
+    StreamableHTTPASGIApp,
+    StreamableHTTPSessionManager,
+)
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+from starlette.types import ASGIApp
+
+from oh import __version__
+from oh.errors import Forbidden, NotFound, StorageUnavailable, Unauthenticated
+from oh.host import Host, open_host
+from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
+from oh.tools import TOOL_NAMES
+
+__all__ = [
+    "BOOTSTRAP_URI",
+    "DESCRIPTIONS",
+    "McpEndpoint",
+    "build_server",
+    "cmd_mcp",
+    "mcp_app",
+    "run_stdio",
+    "serve_stdio",
+    "tool_names",
+]
+
+logger = logging.getLogger("oh.mcp")
+
+BOOTSTRAP_URI = "oh://bootstrap"
+AGENT_TOKEN_ENV = "OH_AGENT_TOKEN"  # noqa: S105 - the variable's name, not a secret
+
+DESCRIPTIONS: dict[str, str] = {
+    "remember": (
+        "Write working notes, all or nothing: 1 to 64 changes (add, replace, remove), each name "
+        "at most once. based_on is the memory version you last read; if memory has moved on the "
+        'write is refused ({"status": "refused", "reason": "stale", "current_version"}): read '
+        "again, then retry. request_id makes retries safe: an identical retry returns the "
+        "original result and writes nothing; the same request_id with another payload is "
+        "request_id_reused. The host stamps author and time."
+    ),
+    "query": (
+        "Ask one question from a fixed menu: current_notes, related (name), supports (name), "
+        "depends_on (name), dependents (name), conflicts, changes_since (since), of_kind (kind). "
+        "Rows carry row, origin (note or reviewed), kind, name, digest and conflicts_with, never "
+        "text: read a record to see it. The answer carries the memory version, the pinned "
+        "revision, next_cursor for more rows, and a token for explain (valid 10 minutes)."
+    ),
+    "read": (
+        "Read one record: name, kind, text, fields, depends_on, supports, contradicts exactly as "
+        "digested, with origin, digest, author, written_at and version (notes) or revision, "
+        "source, decision (reviewed knowledge, which you cannot change). Without origin a note "
+        "wins over a reviewed record of the same name (also_reviewed: true). Pass the digest you "
+        "know to learn whether the record changed."
+    ),
+    "explain": (
+        "Why a query row came back: the question, the reason in words, the link path, and the "
+        "version and revision it was computed at. Takes the token of the query answer and the "
+        "row number; the token is bound to this notebook and expires after 10 minutes."
+    ),
+    "recall": (
+        "Fuzzy similarity over notes: names, digests, origins and scores only, never text, so "
+        "read a record before relying on it. In shadow mode (the host default) results are "
+        "measured, not shown: rows is empty and shadow is true."
+    ),
+}
+
+_ANNOTATIONS: dict[str, types.ToolAnnotations] = {
+    # remember can remove records; a retry with the same request_id changes nothing more.
+    "remember": types.ToolAnnotations(
+        title="Remember",
+        read_only_hint=False,
+        destructive_hint=True,
+        idempotent_hint=True,
+        open_world_hint=False,
+    ),
+    **{
+        tool: types.ToolAnnotations(title=tool.title(), read_only_hint=True, open_world_hint=False)
+        for tool in ("query", "read", "explain", "recall")
+    },
+}
+
+INSTRUCTIONS = (
+    "Oh is your working memory for this run: private notes that expire with the run, kept "
+    "apart from reviewed knowledge that you can read but never change. Query answers give "
+    "names and digests; read a record before you rely on it, and remember with based_on set "
+    "to the version you last read. Every error is a tool result "
+    '{"error": {"code", "message"}}; stale writes are refused results, never errors.'
+)
+
+
+def tool_names(host: Host) -> tuple[str, ...]:
+    """The tools an agent of ``host`` gets: recall only when the host has it enabled."""
+    enabled = host.tools.recall_service is not None
+    return tuple(tool for tool in TOOL_NAMES if tool != "recall" or enabled)
+
+
+def _output_schema(tool: str) -> dict[str, Any]:
+    # MCP before 2026-07-28 wants an object schema at the root; remember's is a oneOf of two
+    # objects, so saying "object" there as well changes nothing it accepts.
+    schema = copy.deepcopy(RESULTS[tool])
+    schema.setdefault("type", "object")
+    return schema
+
+
+def _bearer(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def _result(body: dict[str, Any]) -> types.CallToolResult:
+    # ensure_ascii keeps the text content plain ASCII whatever the agent sent.
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(body))],
+        structured_content=body,
+        is_error="error" in body,
+    )
+
+
+class _Adapter:
+    """The MCP handlers of one ``Host``. ``agent_token`` and ``notebook_id`` are fixed for
+    stdio and in-process use; on HTTP each request brings its own token."""
+
+    def __init__(self, host: Host, agent_token: str | None, notebook_id: str | None) -> None:
+        self.host = host
+        self.agent_token = agent_token
+        self.notebook_id = notebook_id
+        self.tools = tool_names(host)
+
+    def token(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
+        if isinstance(ctx.request, Request):
+            return _bearer(ctx.request)
+        return self.agent_token
+
+    async def call(
+        self, ctx: ServerRequestContext[Any, Any], tool: str, arguments: Any
+    ) -> dict[str, Any]:
+        """Run ``tool`` (or the bootstrap) for the caller of this request."""
+        token = self.token(ctx)
+        try:
+            # Host and storage block; the event loop keeps serving other agents meanwhile.
+            return await anyio.to_thread.run_sync(
+                self.host.call_tool, token, tool, arguments, self.notebook_id
+            )
+        except Exception as exc:
+            # Host.call_tool turns every error into a body; this is the guard against a bug.
+            logger.exception("MCP call of %s failed unexpectedly", tool)
+            return StorageUnavailable(f"internal error: {type(exc).__name__}").to_json()
+
+    # -- tools ----------------------------------------------------------------------------
+
+    def input_schema(self, tool: str) -> dict[str, Any] | None:
+        return copy.deepcopy(ARGUMENTS[tool]) if tool in self.tools else None
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=tool,
+                    title=tool.title(),
+                    description=DESCRIPTIONS[tool],
+                    input_schema=copy.deepcopy(ARGUMENTS[tool]),
+                    output_schema=_output_schema(tool),
+                    annotations=_ANNOTATIONS[tool],
+                    _meta={"oh/tool_contract_version": TOOL_CONTRACT_VERSION},
+                )
+                for tool in self.tools
+            ]
+        )
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        # Absent arguments are an empty object in MCP; Oh then names what is missing.
+        arguments = {} if params.arguments is None else params.arguments
+        return await self.tool_result(ctx, params.name, arguments)
+
+    async def tool_result(
+        self, ctx: ServerRequestContext[Any, Any], tool: str, arguments: Any
+    ) -> types.CallToolResult:
+        if tool not in self.tools:  # "bootstrap" too: it is handed over, not called
+            listed = ", ".join(self.tools)
+            return _result(NotFound(f"no tool {tool!r}; the tools are {listed}").to_json())
+        return _result(await self.call(ctx, tool, arguments))
+
+    # -- the bootstrap --------------------------------------------------------------------
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    uri=BOOTSTRAP_URI,
+                    name="bootstrap",
+                    title="Bootstrap: this notebook at a glance",
+                    description=(
+                        "current_notes run on your behalf when read: at most 24 rows or 4,000 "
+                        "characters, names and digests only, saying whether it was cut and how "
+                        "many rows exist."
+                    ),
+                    mime_type="application/json",
+                )
+            ]
+        )
+
+    async def read_resource(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        if params.uri != BOOTSTRAP_URI:
+            raise MCPError(
+                code=types.INVALID_PARAMS,
+                message=f"no resource {params.uri}; the only one is {BOOTSTRAP_URI}",
+                data={"uri": params.uri},
+            )
+        body = await self.call(ctx, "bootstrap", None)
+        text = json.dumps(body)
+        return types.ReadResourceResult(
+            contents=[
+                types.TextResourceContents(
+                    uri=BOOTSTRAP_URI, mime_type="application/json", text=text
+                )
+            ]
+        )
+
+    async def instructions(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        body = await self.call(ctx, "bootstrap", None)
+        if "error" in body:
+            said = "The bootstrap is not available"
+        else:
+            said = "The bootstrap (current_notes when you connected, names and digests only)"
+        return (
+            f"{INSTRUCTIONS}\n\n{said}; read {BOOTSTRAP_URI} for it at any time:\n"
+            f"{json.dumps(body)}"
+        )
+
+    # -- middleware -----------------------------------------------------------------------
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Runs before the SDK looks at a request: hands a call whose arguments are not an
+        object to Oh (the SDK would answer a protocol error), and puts the caller's bootstrap
+        into the instructions of the connection (``initialize``, or ``server/discover`` from
+        2026-07-28 on)."""
+        params = ctx.params
+        if ctx.method == "tools/call" and isinstance(params, Mapping):
+            name, arguments = params.get("name"), params.get("arguments")
+            if type(name) is str and arguments is not None and not isinstance(arguments, Mapping):
+                return await self.tool_result(ctx, name, arguments)
+        result = await call_next(ctx)
+        if ctx.method in ("initialize", "server/discover") and isinstance(result, dict):
+            result = {**result, "instructions": await self.instructions(ctx)}
+        return result
+
+
+def build_server(
+    host: Host, *, agent_token: str | None = None, notebook_id: str | None = None
+) -> Server[Any]:
+    """The MCP server of ``host``. With ``agent_token`` (stdio, in-process clients) every call
+    uses that credential, and with ``notebook_id`` it must belong to that notebook; over HTTP
+    the request's bearer token is used instead."""
+    adapter = _Adapter(host, agent_token, notebook_id)
+    server: Server[Any] = Server(
+        "oh",
+        version=__version__,
+        title="Oh working memory",
+        instructions=INSTRUCTIONS,
+        # Lets the SDK find a tool's schema without running tools/list for every call.
+        get_tool_input_schema=adapter.input_schema,
+        on_list_tools=adapter.list_tools,
+        on_call_tool=adapter.call_tool,
+        on_list_resources=adapter.list_resources,
+        on_read_resource=adapter.read_resource,
+    )
+    server.middleware.append(adapter)
+    return server
+
+
+class McpEndpoint(NamedTuple):
+    """Streamable HTTP: ``app`` answers at ``/mcp``; ``lifespan()`` must be running meanwhile
+    (enter it once, in the web app's lifespan)."""
+
+    app: ASGIApp
+    lifespan: Callable[[], AbstractAsyncContextManager[None]]
+
+
+def mcp_app(host: Host, *, security: TransportSecuritySettings | None = None) -> McpEndpoint:
+    """The streamable HTTP endpoint of ``host``, to mount at ``/mcp``.
+
+    Stateless and with JSON responses: no MCP session lives in the process, so any number of
+    ``oh serve`` processes can answer one agent, and the bearer token of each request selects
+    the notebook. ``security`` turns on the SDK's DNS-rebinding checks (Host/Origin lists); an
+    agent token travels in a header, never in a cookie, so a browser cannot lend one.
+    """
+    manager = StreamableHTTPSessionManager(
+        app=build_server(host),
+        stateless=True,
+        json_response=True,
+        security_settings=security,
+    )
+    return McpEndpoint(StreamableHTTPASGIApp(manager), manager.run)
+
+
+async def serve_stdio(host: Host, notebook_id: str, agent_token: str) -> None:
+    """Serve one notebook's tools over this process's stdin and stdout until the client leaves."""
+    server = build_server(host, agent_token=agent_token, notebook_id=notebook_id)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def run_stdio(host: Host, notebook_id: str, agent_token: str) -> None:
+    anyio.run(serve_stdio, host, notebook_id, agent_token)
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """``oh mcp --notebook ID``: the agent token comes from ``OH_AGENT_TOKEN``.
+
+    A missing token or one for another notebook stops here, before serving; a notebook that
+    expired or was forgotten is still served, and every call answers ``expired`` / ``purged``.
+    """
+    from oh.config import Locations
+
+    token = os.environ.get(AGENT_TOKEN_ENV) or None
+    if token is None:
+        raise Unauthenticated(f"set {AGENT_TOKEN_ENV} to the agent token of the notebook")
+    host = open_host(Locations.resolve(args.data, args.memory_url, args.knowledge_url))
+    try:
+        if host.agent(token) != args.notebook:
+            raise Forbidden(f"{AGENT_TOKEN_ENV} belongs to another notebook than {args.notebook}")
+        run_stdio(host, args.notebook, token)
+    finally:
+        host.memory.close()
+        host.knowledge.close()
+        host.registry.close()
+    return 0
