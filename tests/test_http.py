@@ -370,3 +370,53 @@ def test_generated_requests_never_get_a_500_and_match_the_spec(server: Server, a
         )
         assert done.returncode == 0, done.stdout[-4000:]
     assert httpx.get(f"{server.url}/healthz").status_code == 200
+
+
+def test_an_agent_over_mcp_against_the_running_host(server: Server, ann: Client) -> None:
+    """The official MCP client over streamable HTTP at /mcp of the real `oh serve`."""
+    import asyncio
+    import json
+
+    import httpx2
+    from mcp import Client as McpClient
+    from mcp.client.streamable_http import streamable_http_client
+
+    opened = _open(ann, "mcp-doc", "run-1")
+    token = opened["agent_token"]
+
+    def body(result: Any) -> dict[str, Any]:
+        return dict(json.loads(result.content[0].text))
+
+    async def scenario() -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            McpClient(streamable_http_client(f"{server.url}/mcp", http_client=http)) as agent,
+        ):
+            tools = sorted(tool.name for tool in (await agent.list_tools()).tools)
+            assert tools == ["explain", "query", "read", "remember"]
+            write = {
+                "based_on": 0,
+                "request_id": "m-1",
+                "changes": [
+                    {"op": "add", "record": {"name": "lead:survey", "text": "methods missing"}}
+                ],
+            }
+            applied = body(await agent.call_tool("remember", write))
+            assert applied["status"] == "applied"
+            assert body(await agent.call_tool("remember", write)) == applied
+            stale = body(await agent.call_tool("remember", {**write, "request_id": "m-2"}))
+            assert stale == {"status": "refused", "reason": "stale", "current_version": 1}
+            answer = body(await agent.call_tool("query", {"question": "current_notes"}))
+            names = [row["name"] for row in answer["rows"]]
+            assert "lead:survey" in names
+            read = body(await agent.call_tool("read", {"name": "lead:survey"}))
+            assert read["text"] == "methods missing"
+            why = body(await agent.call_tool("explain", {"token": answer["token"], "row": 0}))
+            assert why["question"] == "current_notes"
+            await asyncio.to_thread(ann.delete, f"/v1/notebooks/{opened['notebook']['id']}")
+            late = await agent.call_tool("remember", {**write, "based_on": 1, "request_id": "m-3"})
+            assert late.is_error
+            assert body(late)["error"]["code"] == "purged"
+
+    asyncio.run(scenario())
