@@ -44,6 +44,31 @@ def p50(fn: Callable[[], Any], runs: int) -> float:
     return statistics.median(samples) / 1000
 
 
+def mcp_p50(url: str, token: str, arguments: dict[str, Any], runs: int) -> float:
+    """p50 of one MCP tool call through the official client over streamable HTTP."""
+    import asyncio
+
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def measure() -> float:
+        headers = {"Authorization": f"Bearer {token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            samples = []
+            for index in range(runs + 20):
+                start = time.perf_counter_ns()
+                await client.call_tool("read", arguments)
+                if index >= 20:
+                    samples.append(time.perf_counter_ns() - start)
+            return statistics.median(samples) / 1000
+
+    return asyncio.run(measure())
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -108,7 +133,15 @@ def main() -> int:
             with httpx.Client(headers={"Authorization": f"Bearer {first_token}"}) as client:
                 http_read = p50(lambda: client.post(f"{tools}/read", json=read_args), runs)
                 http_query = p50(lambda: client.post(f"{tools}/query", json=query_args), runs)
+            mcp_read = mcp_p50(f"{base}/mcp", first_token, read_args, runs // 4)
             results += [
+                {
+                    "metric": "read: MCP (streamable HTTP) tool call p50",
+                    "oh": mcp_read,
+                    "baseline": in_read,
+                    "unit": "us",
+                    "target": "-",
+                },
                 {
                     "metric": "read: HTTP p50 minus in-process p50",
                     "oh": http_read - in_read,
