@@ -81,10 +81,10 @@ def parse_every(text: str) -> float:
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
+    from oh.config import open_purge_access
     from oh.notebooks import purge_expired
-    from oh.storage.libsql import LibsqlPurgeAccess
 
-    access = LibsqlPurgeAccess(_locations(args).memory_path())
+    access = open_purge_access(_locations(args))
     stop = threading.Event()
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -151,6 +151,25 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return int(run_mcp(args))
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from oh.transfer import cmd_export as run
+
+    return int(run(args))
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from oh.transfer import cmd_import as run
+
+    return int(run(args))
+
+
+def cmd_postgres(args: argparse.Namespace) -> int:
+    from oh.storage.postgres import roles_sql
+
+    print(roles_sql(schema=args.schema, app_role=args.app_role, purge_role=args.purge_role), end="")
+    return 0
+
+
 def cmd_schemas(args: argparse.Namespace) -> int:
     from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 
@@ -185,6 +204,12 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
     "serve": ("run the reference host: HTTP API, MCP endpoint and Memory panel", cmd_serve),
     "mcp": ("serve one notebook's tools over MCP stdio (agent token from OH_AGENT_TOKEN)", cmd_mcp),
     "token": ("create an owner token: oh token create --owner NAME", cmd_token),
+    "export": ("write notebooks or the knowledge base as canonical JSON lines", cmd_export),
+    "import": ("import an export, checked whole before anything is written", cmd_import),
+    "postgres": (
+        "print the SQL that creates the PostgreSQL roles: oh postgres roles",
+        cmd_postgres,
+    ),
     "schemas": ("print the JSON Schemas of every tool's arguments and results", cmd_schemas),
     "purge": ("delete expired notebooks once, or on a schedule with --every", cmd_purge),
     "demo": ("walk through the reef-recovery example against a fresh embedded store", cmd_demo),
@@ -213,6 +238,19 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("--log-level", default="warning", help="uvicorn log level")
         if name == "mcp":
             command.add_argument("--notebook", required=True, metavar="ID")
+        if name == "export":
+            from oh.transfer import configure_export
+
+            configure_export(command)
+        if name == "import":
+            from oh.transfer import configure_import
+
+            configure_import(command)
+        if name == "postgres":
+            command.add_argument("action", choices=["roles"])
+            command.add_argument("--schema", default="oh")
+            command.add_argument("--app-role", default="oh_app")
+            command.add_argument("--purge-role", default="oh_purge")
         if name == "token":
             command.add_argument("action", choices=["create"])
             command.add_argument("--owner", required=True, metavar="NAME")

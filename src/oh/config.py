@@ -2,7 +2,8 @@
 
 ``--data DIR`` (``OH_DATA``, default ``./oh-data``) holds ``memory.db`` and ``knowledge.db``.
 ``--memory-url`` / ``--knowledge-url`` (``OH_MEMORY_URL``, ``OH_KNOWLEDGE_URL``) override either
-database: a file path, ``file:PATH`` or ``libsql:PATH`` for the embedded backend.
+database: a file path, ``file:PATH`` or ``libsql:PATH`` for the embedded backend, or
+``postgresql://...`` for PostgreSQL (the ``postgres`` extra).
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from oh.errors import InvalidArgument
-from oh.storage.base import KnowledgeStore, MemoryStore
+from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 
 __all__ = [
     "DEFAULT_DATA_DIR",
     "Locations",
+    "open_host_registry",
     "open_knowledge_store",
     "open_memory_store",
+    "open_purge_access",
 ]
 
 DEFAULT_DATA_DIR = "oh-data"
@@ -70,9 +73,43 @@ def _embedded_path(url: str | None, default: Path) -> Path:
     return path
 
 
+def _postgres(url: str | None) -> bool:
+    return url is not None and url.split("://", 1)[0] in ("postgres", "postgresql")
+
+
 def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -> MemoryStore:
+    if _postgres(locations.memory_url):
+        from oh.storage.postgres import open_postgres_memory
+
+        return open_postgres_memory(str(locations.memory_url))
     return LibsqlMemoryStore(locations.memory_path(), synchronous=synchronous)
 
 
 def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL") -> KnowledgeStore:
+    if _postgres(locations.knowledge_url):
+        from oh.storage.postgres_knowledge import open_postgres_knowledge
+
+        return open_postgres_knowledge(str(locations.knowledge_url))
     return LibsqlKnowledgeStore(locations.knowledge_path(), synchronous=synchronous)
+
+
+def open_host_registry(locations: Locations) -> HostRegistry:
+    """The reference host's registry lives in the knowledge database."""
+    if _postgres(locations.knowledge_url):
+        from oh.storage.postgres_host import PostgresHostRegistry
+
+        return PostgresHostRegistry(str(locations.knowledge_url))
+    from oh.storage.libsql_host import LibsqlHostRegistry
+
+    return LibsqlHostRegistry(locations.knowledge_path())
+
+
+def open_purge_access(locations: Locations) -> PurgeAccess:
+    """The purge worker's credential on the memory database."""
+    if _postgres(locations.memory_url):
+        from oh.storage.postgres import open_postgres_purge
+
+        return open_postgres_purge(str(locations.memory_url))
+    from oh.storage.libsql import LibsqlPurgeAccess
+
+    return LibsqlPurgeAccess(locations.memory_path())

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.config import Locations, open_host_registry, open_knowledge_store, open_memory_store
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.notebook import Notebook
 from oh.errors import Forbidden, InvalidArgument, NotFound, OhError, Unauthenticated
@@ -29,7 +29,6 @@ from oh.knowledge import Knowledge
 from oh.notebooks import DEFAULT_LIFETIME, Notebooks
 from oh.profiles import Profiles
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.tools import Caller, RecallService, Tools
 
 __all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "open_host"]
@@ -393,6 +392,6 @@ def open_host(locations: Locations, **options: Any) -> Host:
     return Host(
         open_memory_store(locations),
         open_knowledge_store(locations),
-        LibsqlHostRegistry(locations.knowledge_path()),
+        open_host_registry(locations),
         **options,
     )

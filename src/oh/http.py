@@ -23,6 +23,7 @@ from oh import __version__
 from oh.core.canonical import parse_json
 from oh.errors import HTTP_STATUS, InvalidArgument, NotFound, OhError, StorageUnavailable
 from oh.host import Host, MemoryCard
+from oh.panel import owner_from_request, panel_router
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.tools import TOOL_NAMES
 
@@ -326,7 +327,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         """Memory cards as server-sent events (``event: memory-card``)."""
 
         async def go() -> Response:
-            owner = await blocking(owner_of, request)
+            owner = await blocking(owner_from_request, host, request)
             await blocking(host.notebook, owner, notebook_id)
             loop = asyncio.get_running_loop()
             queue: asyncio.Queue[MemoryCard] = asyncio.Queue()
@@ -499,6 +500,8 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> Response:
         return _error_response(InvalidArgument("the request does not fit this route"))
+
+    app.include_router(panel_router(host))
 
     if mcp is not None:
         # A route, not a mount: POST /mcp is answered directly, not redirected to /mcp/.

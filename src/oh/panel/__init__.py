@@ -1,0 +1,13 @@
+"""The Memory panel and the review page (SPEC §6): server-rendered HTML for owners.
+
+``panel_router(host)`` is a FastAPI router the reference host includes in its app;
+``owner_from_request(host, request)`` authenticates an owner by bearer token or by the panel's
+session cookie (GET and HEAD only), for read-only API routes the panel's script uses, such as
+the notebook's event stream. See docs/panel.md.
+"""
+
+from oh.panel.memory import anchor
+from oh.panel.routes import panel_router
+from oh.panel.sessions import SESSION_COOKIE, PanelSessions, owner_from_request
+
+__all__ = ["SESSION_COOKIE", "PanelSessions", "anchor", "owner_from_request", "panel_router"]

@@ -1,0 +1,130 @@
+"""The panel's HTML shell: escaping, the page layout, error pages, times and small fragments.
+
+Every value that comes from a caller — note text, names, owners, reasons, passages — goes
+through ``esc`` (``html.escape`` with quotes) before it reaches the markup; templates are
+plain f-strings whose only unescaped parts are other fragments built here.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from oh.core.clock import from_utc_text
+
+__all__ = [
+    "Chrome",
+    "error_page",
+    "esc",
+    "hidden_csrf",
+    "human_time",
+    "locator_text",
+    "page",
+    "remaining",
+    "time_tag",
+]
+
+
+def esc(value: Any) -> str:
+    """Text safe in element content and in quoted attribute values."""
+    return html.escape(str(value), quote=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Chrome:
+    """What every page's frame needs: where the panel lives, who is signed in, their CSRF."""
+
+    base: str  # the app's root path, "" unless mounted under a prefix
+    asset_version: str
+    owner: str | None = None
+    csrf: str | None = None
+
+
+def hidden_csrf(chrome: Chrome) -> str:
+    return f'<input type="hidden" name="csrf" value="{esc(chrome.csrf or "")}">'
+
+
+def page(chrome: Chrome, title: str, body: str, *, main_attrs: str = "") -> str:
+    """A whole document: head, a header with navigation, ``body`` in ``<main>``."""
+    base = esc(chrome.base)
+    if chrome.owner is not None:
+        account = (
+            f'<span class="who">Signed in as <strong>{esc(chrome.owner)}</strong></span>'
+            f'<form method="post" action="{base}/panel/logout" class="inline">'
+            f'{hidden_csrf(chrome)}<button type="submit">Log out</button></form>'
+        )
+        nav = f'<a href="{base}/panel/review">Review</a>'
+    else:
+        account, nav = "", ""
+    return (
+        "<!doctype html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<meta name="referrer" content="same-origin">\n'
+        f"<title>{esc(title)} · Oh</title>\n"
+        f'<link rel="stylesheet" href="{base}/panel/static/panel.css?v={chrome.asset_version}">\n'
+        f'<script src="{base}/panel/static/panel.js?v={chrome.asset_version}" defer></script>\n'
+        "</head>\n<body>\n"
+        '<a class="skip" href="#main">Skip to content</a>\n'
+        '<header class="site">\n'
+        f'<p class="brand">Oh <span>agent memory</span></p>\n'
+        f'<nav aria-label="Panel">{nav}</nav>\n'
+        f'<div class="account">{account}</div>\n'
+        "</header>\n"
+        f'<main id="main"{main_attrs}>\n{body}\n</main>\n'
+        "</body>\n</html>\n"
+    )
+
+
+def error_page(chrome: Chrome, status: int, code: str, message: str, back: str = "") -> str:
+    """A small page for an error: the status, the stable code and the message; no traceback."""
+    link = f'<p><a href="{esc(back)}">Go back</a></p>' if back else ""
+    body = (
+        f'<section class="error" aria-labelledby="error-title">\n'
+        f'<h1 id="error-title">Error {status}</h1>\n'
+        f'<p>Code: <code class="code">{esc(code)}</code></p>\n'
+        f"<p>{esc(message)}</p>\n{link}\n</section>"
+    )
+    return page(chrome, f"Error {status}", body)
+
+
+def human_time(stamp: str) -> str:
+    """``2026-11-29T22:52:20.123456Z`` → ``2026-11-29 22:52:20 UTC``."""
+    try:
+        moment = from_utc_text(stamp)
+    except ValueError:
+        return stamp
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def time_tag(stamp: str, extra: str = "") -> str:
+    return f'<time datetime="{esc(stamp)}"{extra}>{esc(human_time(stamp))}</time>'
+
+
+def remaining(until: str, now: datetime) -> str:
+    """How long until ``until``, in words, as the page shows it before the script takes over."""
+    try:
+        seconds = int((from_utc_text(until) - now).total_seconds())
+    except ValueError:
+        return ""
+    if seconds <= 0:
+        return "now"
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"in {hours} h {minutes:02d} min"
+    if minutes:
+        return f"in {minutes} min {seconds:02d} s"
+    return f"in {seconds} s"
+
+
+def locator_text(locator: Any) -> str:
+    """A source locator as words: text as it is, an object as ``page 4, section 2``."""
+    if isinstance(locator, str):
+        return locator
+    if isinstance(locator, dict):
+        return ", ".join(f"{key} {value}" for key, value in locator.items())
+    return json.dumps(locator)

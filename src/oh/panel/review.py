@@ -1,0 +1,219 @@
+"""The review page (SPEC §4, §6): pending proposals to accept (optionally edited) or reject,
+decided proposals with who, when and why, and the reviewed knowledge by revision."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from oh.core.reviewed import Proposal, Revision
+from oh.panel.layout import Chrome, esc, hidden_csrf, locator_text, page, time_tag
+
+if TYPE_CHECKING:
+    from oh.host import Host
+
+__all__ = ["ReviewView", "render_review", "review_view"]
+
+_STATES = {"accept": "accepted", "accept_with_edits": "accepted with edits", "reject": "rejected"}
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewView:
+    pending: list[Proposal]
+    decided: list[Proposal]
+    revision: int  # the revision shown
+    latest: int
+    records: list[dict[str, Any]]
+    revisions: list[Revision]
+    decided_now: Proposal | None = None
+
+
+def review_view(
+    host: Host, owner: str, revision: int | None = None, decided_id: str | None = None
+) -> ReviewView:
+    proposals = host.review.store.proposals(owner)
+    knowledge = host.knowledge_at(owner, revision)
+    decided = [p for p in proposals if p.state != "pending"]
+    decided.sort(key=lambda p: p.decision.at if p.decision else "", reverse=True)
+    return ReviewView(
+        pending=[p for p in proposals if p.state == "pending"],
+        decided=decided,
+        revision=knowledge["revision"],
+        latest=knowledge["latest"],
+        records=sorted(knowledge["records"], key=lambda r: (-r["revision"], r["name"])),
+        revisions=list(reversed(host.review.store.revisions(owner))),
+        decided_now=next((p for p in proposals if p.id == decided_id), None),
+    )
+
+
+def _source(proposal: Proposal) -> str:
+    source = proposal.source
+    return (
+        '<figure class="source"><blockquote>'
+        f"<p>{esc(source.passage)}</p></blockquote>"
+        f"<figcaption>Cited: {esc(source.document)}, {esc(locator_text(source.locator))}"
+        "</figcaption></figure>"
+    )
+
+
+def _origin(chrome: Chrome, proposal: Proposal) -> str:
+    note = proposal.note
+    if note is None:
+        return "a new record"
+    link = f"{esc(chrome.base)}/panel/notebooks/{esc(note.get('notebook'))}"
+    return (
+        f"the working note by {esc(note.get('author'))} at version {esc(note.get('version'))}"
+        f' of <a href="{link}#record-{esc(note.get("name"))}">its notebook</a>'
+    )
+
+
+def _record_body(record: dict[str, Any]) -> str:
+    links = []
+    for key, label in (
+        ("depends_on", "Depends on"),
+        ("supports", "Supports"),
+        ("contradicts", "Contradicts"),
+    ):
+        if record.get(key):
+            links.append(f"<dt>{label}</dt><dd>{esc(', '.join(record[key]))}</dd>")
+    fields = record.get("fields") or {}
+    fields_html = (
+        f'<details class="fields"><summary>Fields</summary><pre>'
+        f"{esc(json.dumps(fields, indent=2, ensure_ascii=False))}</pre></details>"
+        if fields
+        else ""
+    )
+    links_html = f'<dl class="links">{"".join(links)}</dl>' if links else ""
+    return f'<p class="text">{esc(record.get("text", ""))}</p>{fields_html}{links_html}'
+
+
+def _pending(chrome: Chrome, proposal: Proposal) -> str:
+    record = proposal.verified_record()
+    key = f"proposal-{esc(proposal.id)}"
+    action = f"{esc(chrome.base)}/panel/review/{esc(proposal.id)}/decision"
+    return (
+        f'<li><article class="proposal" id="{key}" aria-labelledby="{key}-title">'
+        f'<h3 id="{key}-title" class="name">{esc(proposal.name)}</h3>'
+        f'<p class="meta">Proposed by {esc(proposal.proposed_by)} · '
+        f"{time_tag(proposal.proposed_at)} · from {_origin(chrome, proposal)}"
+        f' · digest <code title="{esc(proposal.digest)}">{esc(proposal.digest[:12])}</code></p>'
+        f"{_record_body(record)}{_source(proposal)}"
+        f'<form method="post" action="{action}" class="stack decision">{hidden_csrf(chrome)}'
+        f'<label for="{key}-text">Text to accept (edit it to accept with edits)</label>'
+        f'<textarea id="{key}-text" name="text" rows="4" maxlength="4000">'
+        f"\n{esc(record.get('text', ''))}</textarea>"
+        f'<label for="{key}-reason">Reason for your decision</label>'
+        f'<input id="{key}-reason" name="reason" required maxlength="2000">'
+        '<div class="actions">'
+        '<button type="submit" name="decision" value="accept">Accept</button> '
+        '<button type="submit" name="decision" value="reject" class="danger">Reject</button>'
+        "</div></form></article></li>"
+    )
+
+
+def _decided(proposal: Proposal) -> str:
+    decision = proposal.decision
+    key = f"proposal-{esc(proposal.id)}"
+    verdict = "" if decision is None else _STATES.get(decision.decision, decision.decision)
+    revision = f" · revision {esc(proposal.revision)}" if proposal.revision is not None else ""
+    who = (
+        ""
+        if decision is None
+        else (
+            f'<p class="decision">{esc(verdict.capitalize())} by {esc(decision.by)} · '
+            f"{time_tag(decision.at)}{revision}<br>Reason: {esc(decision.reason)}</p>"
+        )
+    )
+    return (
+        f'<li><article class="proposal {esc(proposal.state)}" id="{key}"'
+        f' aria-labelledby="{key}-title">'
+        f'<h3 id="{key}-title" class="name">{esc(proposal.name)}'
+        f' <span class="badge">{esc(verdict)}</span></h3>'
+        f"{who}"
+        f'<p class="meta">Proposed by {esc(proposal.proposed_by)} · '
+        f"{time_tag(proposal.proposed_at)}</p>"
+        f"{_record_body(proposal.verified_record())}{_source(proposal)}"
+        "</article></li>"
+    )
+
+
+def _knowledge(chrome: Chrome, view: ReviewView) -> str:
+    base = esc(chrome.base)
+    if view.records:
+        rows = "".join(
+            f'<li><article class="record reviewed" id="knowledge-{esc(r["name"])}"'
+            f' aria-labelledby="knowledge-{esc(r["name"])}-title">'
+            f'<h3 id="knowledge-{esc(r["name"])}-title" class="name">{esc(r["name"])}</h3>'
+            f'<p class="meta">revision {esc(r["revision"])} · <span class="kind">'
+            f'{esc(r["kind"])}</span> · digest <code title="{esc(r["digest"])}">'
+            f"{esc(r['digest'][:12])}</code> · by {esc(r['author'])} · "
+            f"{time_tag(r['written_at'])}</p>"
+            f"{_record_body(r)}"
+            f'<p class="detail">Source: {esc(r["source"]["document"])},'
+            f" {esc(locator_text(r['source']['locator']))} · decided by"
+            f" {esc(r['decision']['by'])}: {esc(r['decision']['reason'])}</p>"
+            "</article></li>"
+            for r in view.records
+        )
+        records = f'<ul class="records" role="list">{rows}</ul>'
+    else:
+        records = '<p class="empty">No reviewed knowledge at this revision.</p>'
+    revisions = "".join(
+        f"<li>Revision {rev.revision}: {esc(rev.what)}"
+        + (f" {esc(rev.name)}" if rev.name else "")
+        + f" · by {esc(rev.made_by)} · {time_tag(rev.made_at)}</li>"
+        for rev in view.revisions
+    )
+    revisions_html = (
+        f'<details class="revisions"><summary>All revisions ({len(view.revisions)})</summary>'
+        f'<ol reversed class="versions">{revisions}</ol></details>'
+        if view.revisions
+        else ""
+    )
+    return (
+        '<section id="knowledge" aria-labelledby="knowledge-title">'
+        '<h2 id="knowledge-title">Reviewed knowledge</h2>'
+        f'<p class="caption">At revision <strong data-field="revision">{view.revision}</strong>'
+        f" (latest {view.latest}), newest revision first.</p>"
+        f'<form method="get" action="{base}/panel/review" class="inline revision-picker">'
+        '<label for="revision">Show revision</label> '
+        f'<input id="revision" name="revision" type="number" min="0" max="{view.latest}"'
+        f' value="{view.revision}" inputmode="numeric"> <button type="submit">Show</button>'
+        f"</form>{records}{revisions_html}</section>"
+    )
+
+
+def render_review(chrome: Chrome, view: ReviewView) -> str:
+    notice = ""
+    decided = view.decided_now
+    if decided is not None and decided.decision is not None:
+        what = _STATES.get(decided.decision.decision, "decided")
+        at = f" at revision {decided.revision}" if decided.revision is not None else ""
+        notice = (
+            f'<p class="notice ok" role="status"><strong>{esc(decided.name)}</strong>: {what}'
+            f"{at}.</p>"
+        )
+    pending = (
+        f'<ul class="records" role="list">{"".join(_pending(chrome, p) for p in view.pending)}</ul>'
+        if view.pending
+        else '<p class="empty">No proposals wait for review.</p>'
+    )
+    decided_html = (
+        f'<ul class="records" role="list">{"".join(_decided(p) for p in view.decided)}</ul>'
+        if view.decided
+        else '<p class="empty">No decisions yet.</p>'
+    )
+    body = (
+        "<h1>Review</h1>"
+        f"{notice}"
+        '<section id="pending" aria-labelledby="pending-title">'
+        f'<h2 id="pending-title">Pending proposals ({len(view.pending)})</h2>'
+        '<p class="caption">Working notes proposed as reviewed knowledge, with the passage they'
+        " cite. Accepting makes a new revision of your knowledge base.</p>"
+        f"{pending}</section>"
+        '<section id="decided" aria-labelledby="decided-title">'
+        f'<h2 id="decided-title">Decided ({len(view.decided)})</h2>{decided_html}</section>'
+        f"{_knowledge(chrome, view)}"
+    )
+    return page(chrome, "Review", body)

@@ -1,0 +1,411 @@
+"""The panel's routes: sign-in, the Memory panel of a notebook, forget, propose, review.
+
+Pages are server-rendered HTML; the only script (``static/panel.js``) adds the live countdown
+and live updates. Pages authenticate with the panel's session cookie (``sessions``); every
+POST also carries the session's CSRF token. Another owner's notebook is ``not_found``, exactly
+like one that does not exist. Every error is a small HTML page with its status and code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from oh.core.reviewed import Proposal
+from oh.errors import (
+    HTTP_STATUS,
+    Forbidden,
+    InvalidArgument,
+    NotFound,
+    OhError,
+    StorageUnavailable,
+    Unauthenticated,
+)
+from oh.panel.layout import Chrome, error_page, esc, page
+from oh.panel.memory import (
+    anchor,
+    notebook_view,
+    render_forget_confirmation,
+    render_notebook,
+)
+from oh.panel.review import render_review, review_view
+from oh.panel.sessions import LOGIN_COOKIE, SESSION_COOKIE, PanelSession, PanelSessions
+
+if TYPE_CHECKING:
+    from oh.host import Host
+
+__all__ = ["panel_router"]
+
+logger = logging.getLogger("oh.panel")
+
+MAX_FORM_BYTES = 65_536
+ASSETS = {"panel.css": "text/css; charset=utf-8", "panel.js": "text/javascript; charset=utf-8"}
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';"
+        " connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
+class _SignIn(Exception):
+    """A page was asked for without a session: send the browser to the login form."""
+
+
+class _Reload(Exception):
+    """A cross-site navigation arrived without the cookie: reload same-site to get it."""
+
+
+def _load_assets() -> dict[str, bytes]:
+    folder = resources.files("oh.panel") / "static"
+    return {name: (folder / name).read_bytes() for name in ASSETS}
+
+
+def _html(text: str, status: int = 200) -> Response:
+    return Response(
+        text, status_code=status, media_type="text/html; charset=utf-8", headers=SECURITY_HEADERS
+    )
+
+
+def _see_other(url: str) -> Response:
+    return RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """An ``application/x-www-form-urlencoded`` body, strictly: size-limited, UTF-8, each field
+    at most once, CRLF line ends folded to LF (as browsers submit textareas)."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_FORM_BYTES:
+            raise InvalidArgument(f"the form is over {MAX_FORM_BYTES} bytes")
+        chunks.append(chunk)
+    if not chunks or not any(chunks):
+        return {}  # an empty form: its missing CSRF token is what refuses it
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/x-www-form-urlencoded":
+        raise InvalidArgument("the panel's forms are sent as application/x-www-form-urlencoded")
+    try:
+        text = b"".join(chunks).decode("ascii")
+        fields = parse_qs(text, keep_blank_values=True, errors="strict", max_num_fields=32)
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidArgument("the form could not be read") from None
+    out = {}
+    for key, values in fields.items():
+        if len(values) != 1:
+            raise InvalidArgument(f"the form field {key} was sent more than once")
+        out[key] = values[0].replace("\r\n", "\n")
+    return out
+
+
+def _safe_next(value: str | None, base: str) -> str:
+    """Only a path of this panel: no other host, no scheme, no protocol-relative URL."""
+    default = f"{base}/panel/review"
+    if not value or len(value) > 500 or not value.isprintable():
+        return default
+    if not value.startswith(f"{base}/panel/") or "//" in value or "\\" in value:
+        return default
+    return value
+
+
+def panel_router(host: Host) -> APIRouter:
+    """The Memory panel and the review page as a router to include in the host's app."""
+    sessions = PanelSessions(host.secret)
+    assets = _load_assets()
+    asset_version = hashlib.sha256(b"".join(assets.values())).hexdigest()[:12]
+    router = APIRouter(include_in_schema=False)
+
+    def chrome(request: Request, session: PanelSession | None = None) -> Chrome:
+        return Chrome(
+            base=str(request.scope.get("root_path", "")),
+            asset_version=asset_version,
+            owner=None if session is None else session.owner,
+            csrf=None if session is None else sessions.csrf(session),
+        )
+
+    def session_of(request: Request) -> PanelSession | None:
+        return sessions.resolve(request.cookies.get(SESSION_COOKIE), host.clock())
+
+    def page_session(request: Request) -> PanelSession:
+        """The session of a page view; without one, off to the login form."""
+        session = session_of(request)
+        if session is not None:
+            return session
+        # A SameSite=Strict cookie is withheld on a navigation from another site (a memory
+        # card's link in a chat product): reload once from this site, which sends it.
+        if request.headers.get("sec-fetch-site") == "cross-site":
+            raise _Reload()
+        raise _SignIn()
+
+    async def form_session(request: Request) -> tuple[PanelSession, dict[str, str]]:
+        """The session of a form post and its fields, after the CSRF check."""
+        session = session_of(request)
+        if session is None:
+            raise Unauthenticated("sign in to the panel first (your session may have ended)")
+        fields = await _form(request)
+        if not sessions.check_csrf(session, fields.get("csrf")):
+            raise Forbidden("this form is out of date or did not come from this panel; reload it")
+        return session, fields
+
+    async def guarded(request: Request, call: Callable[[], Awaitable[Response]]) -> Response:
+        try:
+            return await call()
+        except _SignIn:
+            target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+            base = chrome(request).base
+            return _see_other(f"{base}/panel/login?next={quote(target, safe='/')}")
+        except _Reload:
+            return _html(
+                page(
+                    chrome(request),
+                    "Opening the panel",
+                    '<meta http-equiv="refresh" content="0"><p>Opening the Memory panel…</p>',
+                )
+            )
+        except OhError as exc:
+            status = HTTP_STATUS.get(exc.code, 503)
+            session = session_of(request)
+            back = f"{chrome(request).base}/panel/login" if status == 401 else ""
+            return _html(
+                error_page(chrome(request, session), status, exc.code, exc.message, back), status
+            )
+        except Exception:
+            logger.exception("unexpected error in the panel")
+            error = StorageUnavailable("the server could not complete this")
+            return _html(error_page(chrome(request), 503, error.code, error.message), 503)
+
+    async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)
+
+    def proposal_of(owner: str, proposal_id: str) -> Proposal:
+        """The owner's proposal; another owner's is ``not_found``, like a missing one."""
+        proposal = host.review.store.proposal(proposal_id)
+        if proposal.owner != owner:
+            raise NotFound(f"no proposal {proposal_id}")
+        return proposal
+
+    # -- assets and sign-in ---------------------------------------------------------------
+
+    @router.get("/panel/static/{name}")
+    async def static(name: str) -> Response:
+        if name not in assets:
+            return _html(
+                error_page(Chrome("", asset_version), 404, "not_found", "no such file"), 404
+            )
+        return Response(
+            assets[name],
+            media_type=ASSETS[name],
+            headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"},
+        )
+
+    @router.get("/panel")
+    async def panel_home(request: Request) -> Response:
+        return _see_other(f"{chrome(request).base}/panel/review")
+
+    def login_page(request: Request, next_url: str, message: str = "") -> Response:
+        nonce = sessions.login_nonce()
+        base = esc(chrome(request).base)
+        alert = f'<p class="notice error" role="alert">{esc(message)}</p>' if message else ""
+        body = (
+            '<section class="login" aria-labelledby="login-title">'
+            '<h1 id="login-title">Sign in to the Memory panel</h1>'
+            f"{alert}"
+            "<p>Paste your owner token (from <code>oh token create --owner NAME</code>). The"
+            " panel keeps a signed session in a cookie, not the token.</p>"
+            f'<form method="post" action="{base}/panel/login" class="stack">'
+            f'<input type="hidden" name="csrf" value="{esc(sessions.login_csrf(nonce))}">'
+            f'<input type="hidden" name="next" value="{esc(next_url)}">'
+            '<label for="token">Owner token</label>'
+            '<input id="token" name="token" type="password" required autocomplete="off"'
+            ' spellcheck="false" maxlength="200">'
+            '<button type="submit">Sign in</button></form></section>'
+        )
+        response = _html(page(chrome(request), "Sign in", body), 401 if message else 200)
+        response.set_cookie(
+            LOGIN_COOKIE,
+            nonce,
+            max_age=3600,
+            path=f"{chrome(request).base}/panel/login",
+            secure=request.url.scheme == "https",
+            httponly=True,
+            samesite="strict",
+        )
+        return response
+
+    @router.get("/panel/login")
+    async def login_form(request: Request) -> Response:
+        base = chrome(request).base
+        return login_page(request, _safe_next(request.query_params.get("next"), base))
+
+    @router.post("/panel/login")
+    async def login(request: Request) -> Response:
+        async def go() -> Response:
+            fields = await _form(request)
+            base = chrome(request).base
+            next_url = _safe_next(fields.get("next"), base)
+            if not sessions.check_login_csrf(request.cookies.get(LOGIN_COOKIE), fields.get("csrf")):
+                raise Forbidden("this sign-in form is out of date; reload it and try again")
+            try:
+                owner = await blocking(host.owner, fields.get("token", "").strip())
+            except Unauthenticated:
+                return login_page(request, next_url, "That is not a valid owner token.")
+            response = _see_other(next_url)
+            response.set_cookie(
+                SESSION_COOKIE,
+                sessions.issue(owner, host.clock()),
+                max_age=int(sessions.lifetime.total_seconds()),
+                path="/",
+                secure=request.url.scheme == "https",
+                httponly=True,
+                samesite="strict",
+            )
+            response.delete_cookie(LOGIN_COOKIE, path=f"{base}/panel/login")
+            return response
+
+        return await guarded(request, go)
+
+    @router.post("/panel/logout")
+    async def logout(request: Request) -> Response:
+        async def go() -> Response:
+            await form_session(request)
+            response = _see_other(f"{chrome(request).base}/panel/login")
+            response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+            return response
+
+        return await guarded(request, go)
+
+    # -- the Memory panel -----------------------------------------------------------------
+
+    @router.get("/panel/notebooks/{notebook_id}")
+    async def notebook_panel(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            session = page_session(request)
+            proposed = request.query_params.get("proposed")
+            view = await blocking(notebook_view, host, session.owner, notebook_id, proposed)
+            return _html(render_notebook(chrome(request, session), view))
+
+        return await guarded(request, go)
+
+    @router.get("/panel/notebooks/{notebook_id}/state")
+    async def notebook_state(notebook_id: str, request: Request) -> Response:
+        """The notebook's version and state, which the page polls to know when to refresh."""
+        session = session_of(request)
+        try:
+            if session is None:
+                raise Unauthenticated("sign in to the panel first")
+            notebook = await blocking(host.notebook, session.owner, notebook_id)
+        except OhError as exc:
+            return JSONResponse(exc.to_json(), status_code=HTTP_STATUS.get(exc.code, 503))
+        except Exception:
+            logger.exception("unexpected error in the panel")
+            error = StorageUnavailable("the server could not complete this")
+            return JSONResponse(error.to_json(), status_code=503)
+        return JSONResponse(
+            {"version": notebook.version, "state": notebook.state},
+            headers={"Cache-Control": "no-store"},
+        )
+
+    @router.get("/panel/notebooks/{notebook_id}/forget")
+    async def forget_confirmation(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            session = page_session(request)
+            notebook = await blocking(host.notebook, session.owner, notebook_id)
+            if notebook.state in ("purged", "empty"):
+                return _see_other(f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}")
+            return _html(render_forget_confirmation(chrome(request, session), notebook))
+
+        return await guarded(request, go)
+
+    @router.post("/panel/notebooks/{notebook_id}/forget")
+    async def forget(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            session, fields = await form_session(request)
+            if fields.get("confirm") != "yes":
+                raise InvalidArgument("forgetting needs the confirmation step")
+            await blocking(host.forget, session.owner, notebook_id)
+            return _see_other(f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}")
+
+        return await guarded(request, go)
+
+    @router.post("/panel/notebooks/{notebook_id}/proposals")
+    async def propose(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            session, fields = await form_session(request)
+            name = fields.get("name", "")
+            body = {
+                "notebook": notebook_id,
+                "name": name,
+                "source": {
+                    "document": fields.get("document", "").strip(),
+                    "passage": fields.get("passage", "").strip(),
+                    "locator": fields.get("locator", "").strip(),
+                },
+            }
+            made = await blocking(host.propose, session.owner, body)
+            target = (
+                f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}"
+                f"?proposed={quote(made['proposal_id'])}#{quote(anchor('note', name), safe=':')}"
+            )
+            return _see_other(target)
+
+        return await guarded(request, go)
+
+    # -- review ---------------------------------------------------------------------------
+
+    @router.get("/panel/review")
+    async def review(request: Request) -> Response:
+        async def go() -> Response:
+            session = page_session(request)
+            raw = request.query_params.get("revision")
+            revision: int | None = None
+            if raw:
+                if not raw.isdigit() or len(raw) > 15:
+                    raise InvalidArgument("revision must be a non-negative integer")
+                revision = int(raw)
+            decided = request.query_params.get("decided")
+            view = await blocking(review_view, host, session.owner, revision, decided)
+            return _html(render_review(chrome(request, session), view))
+
+        return await guarded(request, go)
+
+    @router.post("/panel/review/{proposal_id}/decision")
+    async def decide(proposal_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            session, fields = await form_session(request)
+            decision = fields.get("decision")
+            body: dict[str, Any] = {"decision": decision, "reason": fields.get("reason", "")}
+            if decision == "accept" and "text" in fields:
+                proposal = await blocking(proposal_of, session.owner, proposal_id)
+                record = proposal.verified_record()
+                if fields["text"] != record["text"]:
+                    body["record"] = {**record, "text": fields["text"]}
+            await blocking(host.decide, session.owner, proposal_id, body)
+            return _see_other(
+                f"{chrome(request).base}/panel/review?decided={quote(proposal_id)}"
+                f"#proposal-{quote(proposal_id)}"
+            )
+
+        return await guarded(request, go)
+
+    # -- anything else under /panel -------------------------------------------------------
+
+    @router.api_route("/panel/{rest:path}", methods=["GET", "POST"])
+    async def unknown(request: Request) -> Response:
+        async def go() -> Response:
+            raise NotFound("there is no such page in the panel")
+
+        return await guarded(request, go)
+
+    return router

@@ -1,0 +1,156 @@
+// The Memory panel's only script: a live countdown to the forget time, live updates when the
+// agent writes (server-sent events, with polling as the fallback), and anchors that find a
+// reviewed record when a memory card links to record-<name> that has no working note.
+// Every page works without it.
+"use strict";
+
+(function () {
+  function words(ms) {
+    if (ms <= 0) return "forgetting now";
+    var s = Math.floor(ms / 1000);
+    var h = Math.floor(s / 3600);
+    var m = Math.floor((s % 3600) / 60);
+    s = s % 60;
+    var two = function (n) { return (n < 10 ? "0" : "") + n; };
+    if (h) return "in " + h + " h " + two(m) + " min " + two(s) + " s";
+    if (m) return "in " + m + " min " + two(s) + " s";
+    return "in " + s + " s";
+  }
+
+  function tick() {
+    var now = Date.now();
+    document.querySelectorAll(".countdown[data-until]").forEach(function (el) {
+      var until = Date.parse(el.getAttribute("data-until").replace(/(\.\d{3})\d+/, "$1"));
+      if (!isNaN(until)) el.textContent = "(" + words(until - now) + ")";
+    });
+  }
+
+  function follow() {
+    var id;
+    try {
+      id = decodeURIComponent(location.hash.slice(1));
+    } catch (e) {
+      return;
+    }
+    if (id.indexOf("record-") !== 0 || document.getElementById(id)) return;
+    var other = document.getElementById("reviewed-" + id.slice("record-".length));
+    if (other) {
+      history.replaceState(null, "", "#" + other.id);
+      other.scrollIntoView();
+    }
+  }
+
+  function announce(text) {
+    var live = document.getElementById("live");
+    if (live) live.textContent = text;
+  }
+
+  function live(main) {
+    var busy = false;
+    var again = false;
+    var stopped = false;
+    var memory = function () { return document.getElementById("memory"); };
+
+    function editing() {
+      var box = memory();
+      var active = document.activeElement;
+      if (active && box.contains(active) && active.matches("input, textarea")) return true;
+      return Array.prototype.some.call(
+        box.querySelectorAll("textarea, input:not([type=hidden])"),
+        function (field) { return field.value !== field.defaultValue; }
+      );
+    }
+
+    function swap() {
+      return fetch(location.pathname + location.search, { cache: "no-store" })
+        .then(function (r) { return r.ok ? r.text() : null; })
+        .then(function (text) {
+          if (text === null) return;
+          var doc = new DOMParser().parseFromString(text, "text/html");
+          var fresh = doc.getElementById("memory");
+          var session = doc.getElementById("session");
+          if (!fresh || !session) return;
+          var open = Array.prototype.map.call(
+            document.querySelectorAll("details[open][id]"),
+            function (d) { return d.id; }
+          );
+          memory().replaceWith(document.adoptNode(fresh));
+          document.getElementById("session").replaceWith(document.adoptNode(session));
+          open.forEach(function (id) {
+            var d = document.getElementById(id);
+            if (d) d.open = true;
+          });
+          tick();
+          announce("Memory updated: version " + fresh.getAttribute("data-version") + ".");
+          if (fresh.getAttribute("data-state") === "purged") stopped = true;
+        });
+    }
+
+    function offer() {
+      if (document.getElementById("stale")) return;
+      var note = document.createElement("p");
+      note.id = "stale";
+      note.className = "notice";
+      note.setAttribute("role", "status");
+      note.textContent = "The agent changed its memory while you were typing.";
+      var button = document.createElement("button");
+      button.type = "button";
+      button.textContent = "Show the new memory";
+      button.addEventListener("click", function () { swap(); });
+      note.appendChild(button);
+      memory().prepend(note);
+    }
+
+    function refresh() {
+      if (stopped) return;
+      if (busy) {
+        again = true;
+        return;
+      }
+      busy = true;
+      fetch(main.getAttribute("data-state-url"), {
+        cache: "no-store",
+        headers: { accept: "application/json" },
+      })
+        .then(function (r) { return r.ok ? r.json() : null; })
+        .then(function (state) {
+          if (!state) return null;
+          var box = memory();
+          if (String(state.version) === box.getAttribute("data-version") &&
+              state.state === box.getAttribute("data-state")) return null;
+          if (editing()) {
+            offer();
+            return null;
+          }
+          return swap();
+        })
+        .catch(function () { /* offline for a moment: the next poll tries again */ })
+        .then(function () {
+          busy = false;
+          if (again) {
+            again = false;
+            refresh();
+          }
+        });
+    }
+
+    if (memory().getAttribute("data-state") === "purged") return;
+    if ("EventSource" in window && main.getAttribute("data-events-url")) {
+      var events = new EventSource(main.getAttribute("data-events-url"));
+      events.addEventListener("memory-card", refresh);
+    }
+    setInterval(refresh, 5000);
+    document.addEventListener("visibilitychange", function () {
+      if (!document.hidden) refresh();
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    tick();
+    setInterval(tick, 1000);
+    follow();
+    window.addEventListener("hashchange", follow);
+    var main = document.querySelector("main[data-notebook]");
+    if (main) live(main);
+  });
+})();

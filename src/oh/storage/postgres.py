@@ -1,0 +1,985 @@
+"""The PostgreSQL backend: the memory database on a server that many ``oh serve`` processes
+share (SPEC §10), and the purge worker's delete-only credential.
+
+Every write is one transaction that first locks the notebook's row (``SELECT … FOR UPDATE``),
+so writers to one notebook take turns across every process and server; the primary key
+``(notebook_id, version)`` and unique ``(notebook_id, request_id)`` hold even if they did not.
+What a write means comes from ``oh.core`` exactly as on the embedded backend; only I/O
+differs, so digests, hashes and canonical content are byte-identical on both.
+
+Driver errors are translated in ``translated`` and nowhere else. ``psycopg`` (the ``postgres``
+extra) is imported when a store is opened, so ``import oh`` works without it.
+
+Schema objects live in the first schema of the connection's ``search_path`` (``public``
+unless the URL or the role says otherwise: ``?options=-csearch_path%3Doh``), so memory and
+knowledge may share one database or use two. Migrations run at open, serialized across
+servers starting at once by a transaction-scoped advisory lock.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+from oh.core.answers import Answer, decode_rows, encode_rows
+from oh.core.changes import (
+    Applied,
+    Change,
+    LogEntry,
+    LoggedChange,
+    Refused,
+    RememberResult,
+    check_against,
+    entry_hash,
+    fingerprint,
+    fold,
+    genesis_hash,
+    log_changes,
+)
+from oh.core.clock import utc_text
+from oh.core.notebook import Notebook, NotebookState, check_not_closed, check_writable
+from oh.core.records import StoredRecord
+from oh.errors import (
+    AlreadyExists,
+    Forbidden,
+    IntegrityError,
+    InvalidArgument,
+    NotFound,
+    OhError,
+    Purged,
+    RequestIdReused,
+    StorageUnavailable,
+)
+
+if TYPE_CHECKING:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+__all__ = [
+    "PostgresDatabase",
+    "PostgresMemoryStore",
+    "PostgresPurgeAccess",
+    "is_postgres_url",
+    "migrate",
+    "open_postgres_memory",
+    "open_postgres_purge",
+    "roles_sql",
+    "translate",
+    "translated",
+]
+
+MEMORY_MIGRATIONS = "oh.storage.migrations.postgres"
+POOL_TIMEOUT = 10.0  # seconds to wait for a free connection before storage_unavailable
+EXTRA_HINT = "PostgreSQL storage needs the postgres extra: pip install 'oh[postgres]'"
+
+
+def _psycopg() -> Any:
+    """The driver, imported on first use: ``import oh`` must work without the extra."""
+    try:
+        import psycopg
+        import psycopg_pool
+    except ImportError as exc:
+        raise StorageUnavailable(EXTRA_HINT) from exc
+    return psycopg, psycopg_pool
+
+
+# -- errors ------------------------------------------------------------------------------------
+
+
+def _refusal(reason: str) -> OhError:
+    """One of our triggers refused (the database enforcing an invariant the code also checks):
+    the same mapping as the embedded backend's, by the same ``oh: ...`` messages."""
+    if "purged" in reason or "not open" in reason:
+        return Purged(f"refused by the database: {reason}")
+    if "already decided" in reason:
+        return AlreadyExists(f"refused by the database: {reason}")
+    return Forbidden(f"refused by the database: {reason}")
+
+
+# SQLSTATE classes (first two characters) and codes that mean "try again later".
+_UNAVAILABLE_CLASSES = ("08", "53", "57", "58", "40", "55", "HV")
+_DAMAGED = ("XX001", "XX002")  # data_corrupted, index_corrupted
+
+
+def translate(exc: Exception) -> OhError:
+    """Map a psycopg (or pool) error to Oh's error tree, by SQLSTATE where there is one."""
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    sqlstate = getattr(exc, "sqlstate", None) or ""
+    if "oh: " in message:
+        return _refusal(message.split("oh: ", 1)[1])
+    if sqlstate == "23505":
+        return AlreadyExists(f"already stored: {message}")
+    if sqlstate in _DAMAGED:
+        return IntegrityError(f"the database reports damaged data: {message}")
+    if sqlstate == "42501":
+        return Forbidden(f"the database role may not do this: {message}")
+    if sqlstate.startswith("22"):
+        return InvalidArgument(f"the database refused a value: {message}")
+    if sqlstate[:2] in _UNAVAILABLE_CLASSES:
+        return StorageUnavailable(f"storage unavailable: {message}")
+    if sqlstate == "42P01":
+        return StorageUnavailable(f"storage unavailable (schema missing?): {message}")
+    return StorageUnavailable(f"storage error: {message}")
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """The one place where driver errors become ``OhError``s (original chained)."""
+    try:
+        yield
+    except OhError:
+        raise
+    except Exception as exc:
+        psycopg, _ = _psycopg()
+        if isinstance(exc, psycopg.Error):
+            raise translate(exc) from exc
+        raise
+
+
+# -- migrations --------------------------------------------------------------------------------
+
+_SCHEMA_MIGRATIONS = """
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    component  TEXT COLLATE "C" NOT NULL,
+    version    INTEGER NOT NULL,
+    name       TEXT NOT NULL,
+    applied_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    PRIMARY KEY (component, version)
+)
+"""
+
+
+def _steps(package: str) -> list[tuple[int, str, str]]:
+    return sorted(
+        (int(entry.name.split("_", 1)[0]), entry.name, entry.read_text("utf-8"))
+        for entry in resources.files(package).iterdir()
+        if entry.name.endswith(".sql")
+    )
+
+
+def migrate(conn: psycopg.Connection[Any], component: str, package: str) -> int:
+    """Apply the numbered ``*.sql`` files of ``package`` not yet applied; return the version.
+
+    One transaction under ``pg_advisory_xact_lock``: servers starting at once queue here, the
+    first applies each step, the others find it recorded. Objects go into the connection's
+    current schema; SECURITY DEFINER functions pin their ``search_path`` to it.
+    """
+    steps = _steps(package)
+    with conn.transaction():
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        if schema is None or schema[0] is None:
+            raise StorageUnavailable("no schema to create Oh's tables in (check search_path)")
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(hashtext('oh/migrations'), hashtext(%s))", (schema[0],)
+        )
+        psycopg, _ = _psycopg()
+        conn.execute(
+            psycopg.sql.SQL("SET LOCAL search_path TO {}, pg_temp").format(
+                psycopg.sql.Identifier(schema[0])
+            )
+        )
+        conn.execute(_SCHEMA_MIGRATIONS)
+        done = {
+            row[0]
+            for row in conn.execute(
+                "SELECT version FROM schema_migrations WHERE component = %s", (component,)
+            ).fetchall()
+        }
+        for number, name, sql in steps:
+            if number in done:
+                continue
+            conn.execute(sql.encode("utf-8"))  # no parameters: several statements at once
+            conn.execute(
+                "INSERT INTO schema_migrations (component, version, name) VALUES (%s, %s, %s)",
+                (component, number, name),
+            )
+    return max((number for number, _, _ in steps), default=0)
+
+
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def _ident(name: str) -> str:
+    """A safely quoted SQL identifier; only plain lower-case names are accepted."""
+    if _IDENTIFIER.fullmatch(name) is None:
+        raise InvalidArgument(f"{name!r} is not a plain identifier (a-z, 0-9, _)")
+    return f'"{name}"'
+
+
+def roles_sql(*, schema: str = "oh", app_role: str = "oh_app", purge_role: str = "oh_purge") -> str:
+    """The SQL a database administrator runs once (``oh postgres roles``) to create Oh's roles.
+
+    ``app_role`` owns the schema and everything in it: ``oh serve`` connects as it and migrates
+    at start. ``purge_role`` holds no table privilege at all: it may use the schema and execute
+    its functions, of which only the purge functions (SECURITY DEFINER) do anything it could
+    not do itself, which is nothing. Idempotent; run it before the first start or after.
+    """
+    app, purge, space = _ident(app_role), _ident(purge_role), _ident(schema)
+    lines = [
+        "-- Oh on PostgreSQL: roles and schema. Run as a superuser (or a role with CREATEROLE",
+        "-- that owns the database), once; running it again changes nothing.",
+        "DO $$",
+        "BEGIN",
+        f"    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{app_role}') THEN",
+        f"        CREATE ROLE {app} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE;",
+        "    END IF;",
+        f"    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{purge_role}') THEN",
+        f"        CREATE ROLE {purge} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOINHERIT;",
+        "    END IF;",
+        "END",
+        "$$;",
+    ]
+    if schema == "public":
+        lines += [
+            f"GRANT USAGE, CREATE ON SCHEMA public TO {app};",
+            f"GRANT USAGE ON SCHEMA public TO {purge};",
+        ]
+    else:
+        lines += [
+            f"CREATE SCHEMA IF NOT EXISTS {space} AUTHORIZATION {app};",
+            f"REVOKE ALL ON SCHEMA {space} FROM PUBLIC;",
+            f"GRANT USAGE ON SCHEMA {space} TO {purge};",
+            f"ALTER ROLE {app} SET search_path = {space};",
+            f"ALTER ROLE {purge} SET search_path = {space};",
+        ]
+    lines += [
+        "-- The purge role may run the schema's functions (today's and those later migrations",
+        "-- add) and touch no table: the purge functions act for it.",
+        f"ALTER DEFAULT PRIVILEGES FOR ROLE {app} IN SCHEMA {space}",
+        f"    GRANT EXECUTE ON FUNCTIONS TO {purge};",
+        f"GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA {space} TO {purge};",
+        f"REVOKE ALL ON ALL TABLES IN SCHEMA {space} FROM {purge};",
+        "-- So that compaction can release the WAL segments that logged forgotten text.",
+        f"GRANT pg_checkpoint TO {app};",
+        f"GRANT EXECUTE ON FUNCTION pg_catalog.pg_switch_wal() TO {app};",
+        "-- Set passwords (or use certificates) before connecting over a network, e.g. in psql:",
+        f"--   \\password {app_role}",
+        f"--   \\password {purge_role}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# -- the database ------------------------------------------------------------------------------
+
+
+class PostgresDatabase:
+    """A connection pool on one PostgreSQL database, migrated on open. Thread-safe."""
+
+    COMPONENT = ""  # the migration sequence (``memory``, ``knowledge``)
+    MIGRATIONS = ""  # the package holding its numbered *.sql steps
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = POOL_TIMEOUT,
+        application_name: str = "oh",
+        full_compaction: bool = True,
+    ) -> None:
+        self.full_compaction = full_compaction
+        _, psycopg_pool = _psycopg()
+        self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=timeout,
+            open=False,
+            kwargs={"autocommit": False, "application_name": application_name},
+            check=psycopg_pool.ConnectionPool.check_connection,
+            name=f"oh-{self.COMPONENT or 'db'}",
+        )
+        with translated():
+            self._pool.open(wait=True, timeout=timeout)
+            try:
+                if self.MIGRATIONS:
+                    with self._pool.connection() as conn:
+                        migrate(conn, self.COMPONENT, self.MIGRATIONS)
+            except BaseException:
+                self._pool.close()
+                raise
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        """One READ COMMITTED transaction, committed at the end, rolled back on any error.
+
+        Statements go out in psycopg's pipeline mode: each is sent without waiting for the one
+        before it, a fetch waits for what it needs, the commit for the rest. So ``BEGIN``,
+        a write's statements and ``COMMIT`` cost round trips only where a result is needed.
+        """
+        with translated(), self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+            yield conn
+
+    @contextmanager
+    def _snapshot(self) -> Iterator[psycopg.Connection[Any]]:
+        """One read-only transaction that sees one snapshot across several statements."""
+        with translated(), self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            yield conn
+
+    def _vacuum(self, tables: Sequence[str], *, full: bool) -> bool:
+        """``VACUUM`` (or ``VACUUM FULL``) the tables; with ``full``, also switch to a new WAL
+        segment and checkpoint so the segments that logged deleted rows are released. Returns
+        False if this role may not do the WAL step (the server's next checkpoint will)."""
+        psycopg, _ = _psycopg()
+        sql = psycopg.sql
+        statement = sql.SQL("VACUUM {}{}").format(
+            sql.SQL("FULL ") if full else sql.SQL(""),
+            sql.SQL(", ").join(sql.Identifier(t) for t in tables),
+        )
+        with translated(), self._pool.connection() as conn:
+            conn.autocommit = True  # VACUUM cannot run inside a transaction
+            try:
+                conn.execute(statement)
+                if not full:
+                    return True
+                try:
+                    conn.execute("SELECT pg_switch_wal()")
+                    conn.execute("CHECKPOINT")
+                except psycopg.errors.InsufficientPrivilege:
+                    return False
+                return True
+            finally:
+                conn.autocommit = False
+
+    def close(self) -> None:
+        with translated():
+            self._pool.close()
+
+
+_NOTEBOOK_COLUMNS = (
+    "id, owner, document, run, state, started_at, forgets_at, version, pinned_revision,"
+    " head_hash, purged_at"
+)
+_RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
+
+
+def _notebook(row: Sequence[Any]) -> Notebook:
+    state: NotebookState = row[4]
+    return Notebook(
+        id=row[0],
+        owner=row[1],
+        document=row[2],
+        run=row[3],
+        state=state,
+        started_at=row[5],
+        forgets_at=row[6],
+        version=row[7],
+        pinned_revision=row[8],
+        head_hash=row[9],
+        purged_at=row[10],
+    )
+
+
+def _counts(value: Any) -> dict[str, int]:
+    if isinstance(value, str):
+        value = json.loads(value)
+    return {str(table): int(count) for table, count in (value or {}).items()}
+
+
+class PostgresMemoryStore(PostgresDatabase):
+    """``MemoryStore`` on PostgreSQL."""
+
+    COMPONENT = "memory"
+    MIGRATIONS = MEMORY_MIGRATIONS
+
+    # -- notebooks ------------------------------------------------------------------------
+
+    def create_notebook(
+        self,
+        notebook_id: str,
+        *,
+        owner: str,
+        document: str,
+        run: str,
+        started_at: datetime,
+        forgets_at: datetime,
+        pinned_revision: int | None = None,
+    ) -> Notebook:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
+                " forgets_at, version, pinned_revision, head_hash)"
+                " VALUES (%s, %s, %s, %s, 'opening', %s, %s, 0, %s, %s)"
+                f" RETURNING {_NOTEBOOK_COLUMNS}",
+                (
+                    notebook_id,
+                    owner,
+                    document,
+                    run,
+                    utc_text(started_at),
+                    utc_text(forgets_at),
+                    pinned_revision,
+                    genesis_hash(notebook_id),
+                ),
+            ).fetchone()
+        assert row is not None
+        return _notebook(row)
+
+    def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
+        with self._transaction() as conn:
+            notebook = self._notebook(conn, notebook_id, lock=True)
+            if notebook.state == "open":
+                return notebook
+            check_not_closed(notebook.id, notebook.state)
+            row = conn.execute(
+                "UPDATE notebooks SET state = 'open', pinned_revision = %s WHERE id = %s"
+                f" RETURNING {_NOTEBOOK_COLUMNS}",
+                (pinned_revision, notebook_id),
+            ).fetchone()
+        assert row is not None
+        return _notebook(row)
+
+    @staticmethod
+    def _notebook(conn: psycopg.Connection[Any], notebook_id: str, lock: bool = False) -> Notebook:
+        row = conn.execute(
+            f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks WHERE id = %s"
+            + (" FOR UPDATE" if lock else ""),
+            (notebook_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return _notebook(row)
+
+    def notebook(self, notebook_id: str) -> Notebook:
+        with self._transaction() as conn:
+            return self._notebook(conn, notebook_id)
+
+    def find_notebook(self, owner: str, document: str, run: str) -> Notebook | None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks"
+                " WHERE owner = %s AND document = %s AND run = %s",
+                (owner, document, run),
+            ).fetchone()
+        return None if row is None else _notebook(row)
+
+    def notebook_ids(self) -> list[str]:
+        with self._transaction() as conn:
+            return [row[0] for row in conn.execute("SELECT id FROM notebooks ORDER BY id")]
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def remember(
+        self,
+        notebook_id: str,
+        *,
+        based_on: int,
+        request_id: str,
+        changes: tuple[Change, ...],
+        author: str,
+        now: datetime,
+    ) -> RememberResult:
+        # Everything that needs no database happens before the notebook's row is locked.
+        payload = fingerprint(based_on, changes)
+        logged = log_changes(changes)
+        written_at = utc_text(now)
+        names = [change.name for change in changes]
+        with self._transaction() as conn:
+            # The row lock is its own statement, first: in READ COMMITTED each later statement
+            # takes a fresh snapshot, so the two reads after it see everything the previous
+            # holder of the lock wrote. The three are sent together (one round trip), and so
+            # are the writes and the commit.
+            locked = conn.execute(
+                "SELECT state, forgets_at, version, head_hash FROM notebooks"
+                " WHERE id = %s FOR UPDATE",
+                (notebook_id,),
+            )
+            used = conn.execute(
+                "SELECT version, fingerprint FROM log WHERE notebook_id = %s AND request_id = %s",
+                (notebook_id, request_id),
+            )
+            present = conn.execute(
+                "SELECT name FROM records WHERE notebook_id = %s AND name = ANY(%s)",
+                (notebook_id, names),
+            )
+            row = locked.fetchone()
+            if row is None:
+                raise NotFound(f"no notebook {notebook_id}")
+            state, forgets_at, version, head_hash = row
+            check_writable(notebook_id, state, forgets_at, now)
+            prior = used.fetchone()
+            if prior is not None:
+                if prior[1] != payload:
+                    raise RequestIdReused(
+                        f"request_id {request_id!r} was used for a different write",
+                        request_id=request_id,
+                    )
+                return self._entry(conn, notebook_id, prior[0]).result()
+            if based_on != version:
+                return Refused(current_version=version)
+            check_against(changes, (r[0] for r in present.fetchall()))
+            new_version = version + 1
+            new_hash = entry_hash(
+                notebook_id, new_version, request_id, payload, author, written_at, logged, head_hash
+            )
+            self._append(
+                conn,
+                notebook_id,
+                LogEntry(
+                    notebook_id,
+                    new_version,
+                    request_id,
+                    payload,
+                    author,
+                    written_at,
+                    logged,
+                    head_hash,
+                    new_hash,
+                ),
+            )
+            self._apply_current(conn, notebook_id, logged, author, written_at, new_version)
+            conn.execute(
+                "UPDATE notebooks SET version = %s, head_hash = %s WHERE id = %s",
+                (new_version, new_hash, notebook_id),
+            )
+        return Applied(new_version, tuple((c.name, c.digest) for c in logged))
+
+    @staticmethod
+    def _append(conn: psycopg.Connection[Any], notebook_id: str, entry: LogEntry) -> None:
+        conn.execute(
+            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+            " written_at, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            (
+                notebook_id,
+                entry.version,
+                entry.request_id,
+                entry.fingerprint,
+                entry.author,
+                entry.written_at,
+                entry.prev_hash,
+                entry.hash,
+            ),
+        )
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (notebook_id, entry.version, seq, c.op, c.name, c.content, c.digest)
+                    for seq, c in enumerate(entry.changes)
+                ],
+            )
+
+    @staticmethod
+    def _apply_current(
+        conn: psycopg.Connection[Any],
+        notebook_id: str,
+        logged: Iterable[LoggedChange],
+        author: str,
+        written_at: str,
+        version: int,
+    ) -> None:
+        upserts = []
+        removals = []
+        for c in logged:
+            if c.op == "remove":
+                removals.append(c.name)
+            else:
+                kind = c.name.partition(":")[0]
+                upserts.append(
+                    (notebook_id, c.name, kind, c.content, c.digest, author, written_at, version)
+                )
+        if removals:
+            conn.execute(
+                "DELETE FROM records WHERE notebook_id = %s AND name = ANY(%s)",
+                (notebook_id, removals),
+            )
+        if upserts:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                    " written_at, version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+                    " ON CONFLICT (notebook_id, name) DO UPDATE SET kind = EXCLUDED.kind,"
+                    " content = EXCLUDED.content, digest = EXCLUDED.digest,"
+                    " author = EXCLUDED.author, written_at = EXCLUDED.written_at,"
+                    " version = EXCLUDED.version",
+                    upserts,
+                )
+
+    def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
+        """Delete a notebook's content at once, leave its tombstone; return what was removed.
+
+        The rows are gone at commit for every reader; their space is reclaimed by (auto)vacuum
+        (``compact``), which a forget does not wait for.
+        """
+        with self._transaction() as conn:
+            notebook = self._notebook(conn, notebook_id, lock=True)
+            if notebook.state in ("purged", "empty"):
+                check_not_closed(notebook_id, notebook.state)
+            conn.execute(
+                "UPDATE notebooks SET state = 'purged', purged_at = %s WHERE id = %s",
+                (utc_text(now), notebook_id),
+            )
+            row = conn.execute("SELECT oh_delete_content(%s)", (notebook_id,)).fetchone()
+        assert row is not None
+        return _counts(row[0])
+
+    def compact(self) -> bool:
+        """Make forgotten content leave the database's files (SPEC §3).
+
+        ``VACUUM FULL`` rewrites the content tables (the old files are truncated at once; a
+        plain ``VACUUM`` would leave deleted bytes in the free space of pages), then a WAL
+        switch and a checkpoint release the segments that logged the deleted rows (removed at
+        once when the server runs with ``wal_recycle=off``). The rewrite locks the content
+        tables while it runs: schedule it (``full_compaction=False`` makes it a plain
+        ``VACUUM``). False if the role may not do the WAL step (``pg_checkpoint``).
+        """
+        with self._transaction() as conn:
+            tables = [r[0] for r in conn.execute("SELECT name FROM content_tables ORDER BY 1")]
+        return self._vacuum(tables, full=self.full_compaction)
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def records(self, notebook_id: str) -> list[StoredRecord]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE notebook_id = %s ORDER BY name",
+                (notebook_id,),
+            ).fetchall()
+        return [StoredRecord(*row) for row in rows]
+
+    def record(self, notebook_id: str, name: str) -> StoredRecord | None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                f"SELECT {_RECORD_COLUMNS} FROM records WHERE notebook_id = %s AND name = %s",
+                (notebook_id, name),
+            ).fetchone()
+        return None if row is None else StoredRecord(*row)
+
+    def _entry(self, conn: psycopg.Connection[Any], notebook_id: str, version: int) -> LogEntry:
+        entries = self._entries(conn, notebook_id, version, version)
+        if not entries:
+            raise IntegrityError(f"log entry {version} of {notebook_id} is missing")
+        return entries[0]
+
+    @staticmethod
+    def _entries(
+        conn: psycopg.Connection[Any], notebook_id: str, first: int, last: int
+    ) -> list[LogEntry]:
+        heads = conn.execute(
+            "SELECT version, request_id, fingerprint, author, written_at, prev_hash, hash"
+            " FROM log WHERE notebook_id = %s AND version BETWEEN %s AND %s ORDER BY version",
+            (notebook_id, first, last),
+        ).fetchall()
+        grouped: dict[int, list[LoggedChange]] = {}
+        for version, op, name, content, digest in conn.execute(
+            "SELECT version, op, name, content, digest FROM log_changes"
+            " WHERE notebook_id = %s AND version BETWEEN %s AND %s ORDER BY version, seq",
+            (notebook_id, first, last),
+        ):
+            grouped.setdefault(version, []).append(LoggedChange(op, name, content, digest))
+        return [
+            LogEntry(
+                notebook_id,
+                version,
+                request_id,
+                fp,
+                author,
+                written_at,
+                tuple(grouped.get(version, ())),
+                prev_hash,
+                hash_,
+            )
+            for version, request_id, fp, author, written_at, prev_hash, hash_ in heads
+        ]
+
+    def log(self, notebook_id: str, *, batch: int = 5000) -> Iterator[LogEntry]:
+        first = 1
+        while True:
+            with self._snapshot() as conn:
+                entries = self._entries(conn, notebook_id, first, first + batch - 1)
+                row = conn.execute(
+                    "SELECT max(version) FROM log WHERE notebook_id = %s", (notebook_id,)
+                ).fetchone()
+            yield from entries
+            last = None if row is None else row[0]
+            if last is None or first + batch - 1 >= last:
+                return
+            first += batch
+
+    def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
+        """The notebook and one of its current records, in one statement (one snapshot)."""
+        columns = ", ".join(f"n.{c.strip()}" for c in _NOTEBOOK_COLUMNS.split(","))
+        with self._transaction() as conn:
+            row = conn.execute(
+                f"SELECT {columns}, r.name, r.kind, r.content, r.digest, r.author,"
+                " r.written_at, r.version FROM notebooks AS n LEFT JOIN records AS r"
+                " ON r.notebook_id = n.id AND r.name = %s WHERE n.id = %s",
+                (name, notebook_id),
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return _notebook(row[:11]), None if row[11] is None else StoredRecord(*row[11:])
+
+    def changes_after(
+        self, notebook_id: str, version: int
+    ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
+        with self._snapshot() as conn:
+            current = conn.execute(
+                "SELECT version FROM notebooks WHERE id = %s", (notebook_id,)
+            ).fetchone()
+            if current is None:
+                raise NotFound(f"no notebook {notebook_id}")
+            rows = conn.execute(
+                "SELECT name, digest, content FROM log_changes"
+                " WHERE notebook_id = %s AND version > %s ORDER BY version, seq",
+                (notebook_id, version),
+            ).fetchall()
+        return current[0], [(name, digest, content) for name, digest, content in rows]
+
+    def save_answer(self, answer: Answer, now: datetime) -> None:
+        with self._transaction() as conn:
+            # Answers are ephemeral: this commit need not wait for the WAL flush.
+            conn.execute("SET LOCAL synchronous_commit = off")
+            conn.execute(
+                "DELETE FROM answers WHERE notebook_id = %s AND expires_at <= %s",
+                (answer.notebook_id, utc_text(now)),
+            )
+            conn.execute(
+                "INSERT INTO answers (notebook_id, answer_id, caller, question, params,"
+                " version, revision, created_at, expires_at, rows)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
+                " SET expires_at = greatest(answers.expires_at, excluded.expires_at)",
+                (
+                    answer.notebook_id,
+                    answer.answer_id,
+                    answer.caller,
+                    answer.question,
+                    json.dumps(answer.params, sort_keys=True),
+                    answer.version,
+                    answer.revision,
+                    answer.created_at,
+                    answer.expires_at,
+                    encode_rows(answer.rows),
+                ),
+            )
+
+    def answer(
+        self, notebook_id: str, answer_id: str, offset: int = 0, limit: int | None = None
+    ) -> Answer | None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT caller, question, params, version, revision, created_at, expires_at,"
+                " rows FROM answers WHERE notebook_id = %s AND answer_id = %s",
+                (notebook_id, answer_id),
+            ).fetchone()
+        if row is None:
+            return None
+        caller, question, params, version, revision, created_at, expires_at, rows = row
+        return Answer(
+            answer_id=answer_id,
+            notebook_id=notebook_id,
+            caller=caller,
+            question=question,
+            params=json.loads(params),
+            version=version,
+            revision=revision,
+            created_at=created_at,
+            expires_at=expires_at,
+            rows=decode_rows(rows, offset, limit),
+            total=rows.count("\n") + 1 if rows else 0,
+            offset=offset,
+        )
+
+    def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
+        with self._snapshot() as conn:
+            current = conn.execute(
+                "SELECT version FROM notebooks WHERE id = %s", (notebook_id,)
+            ).fetchone()
+            if current is None:
+                raise NotFound(f"no notebook {notebook_id}")
+            rows = conn.execute(
+                "SELECT name, digest FROM records WHERE notebook_id = %s ORDER BY name",
+                (notebook_id,),
+            ).fetchall()
+        return current[0], [(name, digest) for name, digest in rows]
+
+    def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
+        rows = [
+            (notebook_id, r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version)
+            for r in records
+        ]
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM records WHERE notebook_id = %s", (notebook_id,))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                    " written_at, version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                    rows,
+                )
+
+    # -- import ---------------------------------------------------------------------------
+
+    def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
+        """Recreate an exported notebook exactly: its row, its log entries as they were, and
+        its current records folded from them, in one transaction. ``already_exists`` if its
+        id or run is taken. The caller checks the chain; ``entries`` may be a stream."""
+        with self._transaction() as conn:
+            conn.execute(
+                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
+                " forgets_at, version, pinned_revision, head_hash, purged_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, 0, %s, %s, NULL)",
+                (
+                    notebook.id,
+                    notebook.owner,
+                    notebook.document,
+                    notebook.run,
+                    "open" if notebook.state in ("open", "expired") else notebook.state,
+                    notebook.started_at,
+                    notebook.forgets_at,
+                    notebook.pinned_revision,
+                    genesis_hash(notebook.id),
+                ),
+            )
+            state: dict[str, StoredRecord] = {}
+            for entry in entries:
+                self._append(conn, notebook.id, entry)
+                fold(state, entry)
+            self._insert_records(conn, notebook.id, state.values())
+            row = conn.execute(
+                "UPDATE notebooks SET version = %s, head_hash = %s, state = %s, purged_at = %s"
+                f" WHERE id = %s RETURNING {_NOTEBOOK_COLUMNS}",
+                (
+                    notebook.version,
+                    notebook.head_hash,
+                    notebook.state,
+                    notebook.purged_at,
+                    notebook.id,
+                ),
+            ).fetchone()
+        assert row is not None
+        return _notebook(row)
+
+    @staticmethod
+    def _insert_records(
+        conn: psycopg.Connection[Any], notebook_id: str, records: Iterable[StoredRecord]
+    ) -> None:
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                " written_at, version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        notebook_id,
+                        r.name,
+                        r.kind,
+                        r.content,
+                        r.digest,
+                        r.author,
+                        r.written_at,
+                        r.version,
+                    )
+                    for r in records
+                ],
+            )
+
+
+# -- the purge credential ----------------------------------------------------------------------
+
+
+class PostgresPurgeAccess:
+    """The purge worker's credential on PostgreSQL, and nothing more.
+
+    It connects as the purge role, which holds no privilege on any table: it cannot insert,
+    update, delete or even read a row itself. Its whole power is four SECURITY DEFINER
+    functions: list expired notebooks, purge one that is (re-checked atomically) still expired
+    leaving the tombstone, list notebooks stuck ``opening``, and mark one of them ``empty``.
+    """
+
+    def __init__(self, url: str, *, timeout: float = POOL_TIMEOUT) -> None:
+        _, psycopg_pool = _psycopg()
+        self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+            url,
+            min_size=1,
+            max_size=2,
+            timeout=timeout,
+            open=False,
+            kwargs={"autocommit": False, "application_name": "oh-purge"},
+            check=psycopg_pool.ConnectionPool.check_connection,
+            name="oh-purge",
+        )
+        with translated():
+            self._pool.open(wait=True, timeout=timeout)
+
+    @contextmanager
+    def _session(self) -> Iterator[psycopg.Connection[Any]]:
+        with translated(), self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def expired(self, now: datetime, limit: int = 1000) -> list[str]:
+        """Ids of open notebooks whose forget time has passed."""
+        with self._session() as conn:
+            rows = conn.execute(
+                "SELECT oh_expired_notebooks(%s, %s)", (utc_text(now), limit)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def stale_openings(self, cutoff: datetime, limit: int = 1000) -> list[str]:
+        """Ids of notebooks still ``opening`` that started before ``cutoff``."""
+        with self._session() as conn:
+            rows = conn.execute(
+                "SELECT oh_stale_openings(%s, %s)", (utc_text(cutoff), limit)
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def purge(self, notebook_ids: Iterable[str], now: datetime) -> dict[str, dict[str, int]]:
+        """Delete each notebook that is still past its forget time; return counts per notebook."""
+        purged: dict[str, dict[str, int]] = {}
+        stamp = utc_text(now)
+        with self._session() as conn:
+            for notebook_id in notebook_ids:
+                row = conn.execute(
+                    "SELECT oh_purge_notebook(%s, %s)", (notebook_id, stamp)
+                ).fetchone()
+                if row is not None and row[0] is not None:
+                    purged[notebook_id] = _counts(row[0])
+        return purged
+
+    def mark_empty(self, notebook_ids: Iterable[str], cutoff: datetime, now: datetime) -> list[str]:
+        """Mark ``empty`` each notebook still ``opening`` since before ``cutoff``."""
+        marked = []
+        with self._session() as conn:
+            for notebook_id in notebook_ids:
+                row = conn.execute(
+                    "SELECT oh_mark_empty(%s, %s, %s)",
+                    (notebook_id, utc_text(cutoff), utc_text(now)),
+                ).fetchone()
+                if row is not None and row[0]:
+                    marked.append(notebook_id)
+        return marked
+
+    def compact(self) -> bool:
+        """False: on PostgreSQL (before 17) only a table's owner may ``VACUUM`` it, and this
+        role owns nothing. Purged rows are invisible at commit; autovacuum (or the store's
+        ``compact``) reclaims their space."""
+        return False
+
+    def close(self) -> None:
+        with translated():
+            self._pool.close()
+
+
+# -- opening by URL ----------------------------------------------------------------------------
+
+
+def is_postgres_url(url: str | None) -> bool:
+    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
+    return url is not None and url.startswith(("postgresql://", "postgres://"))
+
+
+def open_postgres_memory(url: str, **options: Any) -> PostgresMemoryStore:
+    """The memory store at a ``postgresql://`` URL (migrated on open)."""
+    return PostgresMemoryStore(url, **options)
+
+
+def open_postgres_purge(url: str, **options: Any) -> PostgresPurgeAccess:
+    """The purge credential at a ``postgresql://`` URL naming the purge role."""
+    return PostgresPurgeAccess(url, **options)

@@ -1,0 +1,486 @@
+"""The knowledge database on PostgreSQL: the same tables, triggers and semantics as the
+embedded knowledge database, shared by every server.
+
+Deciding a proposal locks the proposal's row, then the owner's knowledge-base row, in that
+order and in one transaction: two servers deciding at once take turns, each revision number is
+made once, and a proposal is decided once (the trigger refuses changing a decided proposal).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from oh.core.canonical import canonical_text, sha256_hex
+from oh.core.records import Record
+from oh.core.reviewed import (
+    Decision,
+    Proposal,
+    ReviewedRecord,
+    Revision,
+    Source,
+    knowledge_genesis,
+    revision_hash,
+)
+from oh.errors import AlreadyExists, NotFound
+from oh.storage.base import PackInstall
+from oh.storage.postgres import PostgresDatabase
+
+if TYPE_CHECKING:
+    import psycopg
+
+__all__ = ["KNOWLEDGE_MIGRATIONS", "PostgresKnowledgeStore", "open_postgres_knowledge"]
+
+KNOWLEDGE_MIGRATIONS = "oh.storage.migrations.postgres_knowledge"
+
+_REVIEWED_COLUMNS = (
+    "name, kind, content, digest, author, written_at, revision, source, decision, proposal_id,"
+    " supersedes"
+)
+_PROPOSAL_COLUMNS = (
+    "id, owner, proposed_by, proposed_at, name, content, digest, source, state, notebook_id,"
+    " note_name, note_author, note_version, decision, revision"
+)
+_REVISION_COLUMNS = (
+    "owner, revision, what, proposal_id, name, digest, made_by, made_at, prev_hash, hash"
+)
+
+
+def _reviewed(row: Sequence[Any]) -> ReviewedRecord:
+    return ReviewedRecord(
+        name=row[0],
+        kind=row[1],
+        content=row[2],
+        digest=row[3],
+        author=row[4],
+        written_at=row[5],
+        revision=row[6],
+        source=Source(**json.loads(row[7])),
+        decision=Decision.from_json(json.loads(row[8])),
+        proposal_id=row[9],
+        supersedes=row[10],
+    )
+
+
+def _proposal(row: Sequence[Any]) -> Proposal:
+    note = None
+    if row[9] is not None:
+        note = {"notebook": row[9], "name": row[10], "author": row[11], "version": row[12]}
+    return Proposal(
+        id=row[0],
+        owner=row[1],
+        proposed_by=row[2],
+        proposed_at=row[3],
+        name=row[4],
+        content=row[5],
+        digest=row[6],
+        source=Source(**json.loads(row[7])),
+        state=row[8],
+        note=note,
+        decision=None if row[13] is None else Decision.from_json(json.loads(row[13])),
+        revision=row[14],
+    )
+
+
+def _proposal_row(proposal: Proposal) -> tuple[Any, ...]:
+    note = proposal.note or {}
+    return (
+        proposal.id,
+        proposal.owner,
+        proposal.proposed_by,
+        proposal.proposed_at,
+        note.get("notebook"),
+        note.get("name"),
+        note.get("author"),
+        note.get("version"),
+        proposal.name,
+        proposal.content,
+        proposal.digest,
+        canonical_text(proposal.source.to_json()),
+        proposal.state,
+        None if proposal.decision is None else canonical_text(proposal.decision.to_json()),
+        proposal.revision,
+    )
+
+
+def _revision_row(entry: Revision) -> tuple[Any, ...]:
+    return (
+        entry.owner,
+        entry.revision,
+        entry.what,
+        entry.proposal_id,
+        entry.name,
+        entry.digest,
+        entry.made_by,
+        entry.made_at,
+        entry.prev_hash,
+        entry.hash,
+    )
+
+
+def _reviewed_row(owner: str, record: ReviewedRecord) -> tuple[Any, ...]:
+    return (
+        owner,
+        record.name,
+        record.kind,
+        record.content,
+        record.digest,
+        record.author,
+        record.written_at,
+        record.revision,
+        canonical_text(record.source.to_json()),
+        canonical_text(record.decision.to_json()),
+        record.proposal_id,
+        record.supersedes,
+    )
+
+
+_PACK_COLUMNS = "owner, name, version, digest, content, revision, installed_by, installed_at"
+_INSERT_PACK = f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def _pack_row(install: PackInstall) -> tuple[Any, ...]:
+    return (
+        install.owner,
+        install.name,
+        install.version,
+        install.digest,
+        install.content,
+        install.revision,
+        install.installed_by,
+        install.installed_at,
+    )
+
+
+_INSERT_PROPOSAL = (
+    "INSERT INTO proposals (id, owner, proposed_by, proposed_at, notebook_id, note_name,"
+    " note_author, note_version, name, content, digest, source, state, decision, revision)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_INSERT_REVISION = (
+    f"INSERT INTO revisions ({_REVISION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+_INSERT_REVIEWED = (
+    f"INSERT INTO reviewed (owner, {_REVIEWED_COLUMNS})"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+
+
+class PostgresKnowledgeStore(PostgresDatabase):
+    """``KnowledgeStore`` on PostgreSQL."""
+
+    COMPONENT = "knowledge"
+    MIGRATIONS = KNOWLEDGE_MIGRATIONS
+
+    # -- KnowledgeSource ------------------------------------------------------------------
+
+    def latest_revision(self, owner: str) -> int:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT revision FROM knowledge_bases WHERE owner = %s", (owner,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    @staticmethod
+    def _check_revision(conn: psycopg.Connection[Any], owner: str, revision: int) -> None:
+        row = conn.execute(
+            "SELECT revision FROM knowledge_bases WHERE owner = %s", (owner,)
+        ).fetchone()
+        latest = 0 if row is None else row[0]
+        if not 0 <= revision <= latest:
+            raise NotFound(f"no revision {revision}; the latest is {latest}", latest=latest)
+
+    def records_at(self, owner: str, revision: int) -> list[ReviewedRecord]:
+        with self._snapshot() as conn:
+            self._check_revision(conn, owner, revision)
+            rows = conn.execute(
+                f"SELECT DISTINCT ON (name) {_REVIEWED_COLUMNS} FROM reviewed"
+                " WHERE owner = %s AND revision <= %s ORDER BY name, revision DESC",
+                (owner, revision),
+            ).fetchall()
+        return [_reviewed(row) for row in rows]
+
+    def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None:
+        with self._snapshot() as conn:
+            self._check_revision(conn, owner, revision)
+            row = conn.execute(
+                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed"
+                " WHERE owner = %s AND name = %s AND revision <= %s"
+                " ORDER BY revision DESC LIMIT 1",
+                (owner, name, revision),
+            ).fetchone()
+        return None if row is None else _reviewed(row)
+
+    # -- proposals and decisions ----------------------------------------------------------
+
+    def add_proposal(self, proposal: Proposal) -> None:
+        row = (*_proposal_row(proposal)[:12], "pending", None, None)
+        with self._transaction() as conn:
+            conn.execute(_INSERT_PROPOSAL, row)
+
+    @staticmethod
+    def _proposal(conn: psycopg.Connection[Any], proposal_id: str, lock: bool = False) -> Proposal:
+        row = conn.execute(
+            f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE id = %s"
+            + (" FOR UPDATE" if lock else ""),
+            (proposal_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no proposal {proposal_id}")
+        return _proposal(row)
+
+    def proposal(self, proposal_id: str) -> Proposal:
+        with self._transaction() as conn:
+            return self._proposal(conn, proposal_id)
+
+    def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
+        sql = f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE owner = %s"
+        params: tuple[Any, ...] = (owner,)
+        if state is not None:
+            sql += " AND state = %s"
+            params += (state,)
+        with self._transaction() as conn:
+            rows = conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
+        return [_proposal(row) for row in rows]
+
+    @staticmethod
+    def _check_pending(proposal: Proposal) -> None:
+        if proposal.state != "pending":
+            raise AlreadyExists(
+                f"proposal {proposal.id} was already decided ({proposal.state})",
+                proposal_id=proposal.id,
+            )
+
+    @classmethod
+    def _decide(
+        cls,
+        conn: psycopg.Connection[Any],
+        proposal: Proposal,
+        state: str,
+        decision: Decision,
+        revision: int | None,
+    ) -> None:
+        cls._check_pending(proposal)
+        conn.execute(
+            "UPDATE proposals SET state = %s, decision = %s, revision = %s"
+            " WHERE id = %s AND state = 'pending'",
+            (state, canonical_text(decision.to_json()), revision, proposal.id),
+        )
+
+    def accept(
+        self, proposal_id: str, decision: Decision, record: Record, author: str
+    ) -> ReviewedRecord:
+        content = record.canonical()
+        with self._transaction() as conn:
+            # Lock order: the proposal, then the owner's knowledge base (rejections take only
+            # the first), so concurrent decisions queue and never deadlock.
+            proposal = self._proposal(conn, proposal_id, lock=True)
+            self._check_pending(proposal)
+            owner = proposal.owner
+            conn.execute(
+                "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (%s, 0, %s)"
+                " ON CONFLICT (owner) DO NOTHING",
+                (owner, knowledge_genesis(owner)),
+            )
+            row = conn.execute(
+                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = %s FOR UPDATE",
+                (owner,),
+            ).fetchone()
+            assert row is not None
+            latest, head = row
+            revision = latest + 1
+            self._decide(conn, proposal, "accepted", decision, revision)
+            before_row = conn.execute(
+                "SELECT max(revision) FROM reviewed WHERE owner = %s AND name = %s",
+                (owner, record.name),
+            ).fetchone()
+            before = None if before_row is None else before_row[0]
+            reviewed = ReviewedRecord(
+                name=record.name,
+                kind=record.kind,
+                content=content,
+                digest=sha256_hex(content),
+                author=author,
+                written_at=decision.at,
+                revision=revision,
+                source=proposal.source,
+                decision=decision,
+                proposal_id=proposal.id,
+                supersedes=before,
+            )
+            entry = Revision(
+                owner,
+                revision,
+                "decision",
+                proposal.id,
+                record.name,
+                reviewed.digest,
+                decision.by,
+                decision.at,
+                head,
+                "",
+            )
+            made = revision_hash(entry)
+            conn.execute(_INSERT_REVISION, _revision_row(replace(entry, hash=made)))
+            conn.execute(_INSERT_REVIEWED, _reviewed_row(owner, reviewed))
+            conn.execute(
+                "UPDATE knowledge_bases SET revision = %s, head_hash = %s WHERE owner = %s",
+                (revision, made, owner),
+            )
+        return reviewed
+
+    def reject(self, proposal_id: str, decision: Decision) -> Proposal:
+        with self._transaction() as conn:
+            proposal = self._proposal(conn, proposal_id, lock=True)
+            self._decide(conn, proposal, "rejected", decision, None)
+            return self._proposal(conn, proposal_id)
+
+    # -- history --------------------------------------------------------------------------
+
+    def history(self, owner: str, name: str) -> list[ReviewedRecord]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed WHERE owner = %s AND name = %s"
+                " ORDER BY revision",
+                (owner, name),
+            ).fetchall()
+        return [_reviewed(row) for row in rows]
+
+    def revisions(self, owner: str) -> list[Revision]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {_REVISION_COLUMNS} FROM revisions WHERE owner = %s ORDER BY revision",
+                (owner,),
+            ).fetchall()
+        return [Revision(*row) for row in rows]
+
+    def owners(self) -> list[str]:
+        with self._transaction() as conn:
+            rows = conn.execute("SELECT owner FROM knowledge_bases ORDER BY owner").fetchall()
+        return [row[0] for row in rows]
+
+    def head(self, owner: str) -> tuple[int, str]:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = %s", (owner,)
+            ).fetchone()
+        return (0, knowledge_genesis(owner)) if row is None else (row[0], row[1])
+
+    # -- packs (SPEC §8) ------------------------------------------------------------------
+
+    def install_pack(
+        self,
+        owner: str,
+        *,
+        name: str,
+        version: str,
+        digest: str,
+        content: str,
+        expected: Mapping[str, str],
+        made_by: str,
+        made_at: str,
+    ) -> PackInstall | None:
+        with self._transaction() as conn:
+            # The knowledge base's row is the owner's one lock: installs and decisions queue.
+            conn.execute(
+                "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (%s, 0, %s)"
+                " ON CONFLICT (owner) DO NOTHING",
+                (owner, knowledge_genesis(owner)),
+            )
+            row = conn.execute(
+                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = %s FOR UPDATE",
+                (owner,),
+            ).fetchone()
+            assert row is not None
+            latest, head = row
+            in_force = dict(
+                conn.execute(
+                    "SELECT DISTINCT ON (name) name, digest FROM packs WHERE owner = %s"
+                    " ORDER BY name, revision DESC",
+                    (owner,),
+                ).fetchall()
+            )
+            if in_force != dict(expected):
+                # Nothing is written on a refusal, not even the row taken for the lock.
+                if latest == 0:
+                    conn.execute(
+                        "DELETE FROM knowledge_bases WHERE owner = %s AND revision = 0", (owner,)
+                    )
+                return None
+            revision = latest + 1
+            entry = Revision(
+                owner, revision, "pack", None, name, digest, made_by, made_at, head, ""
+            )
+            made = revision_hash(entry)
+            conn.execute(_INSERT_REVISION, _revision_row(replace(entry, hash=made)))
+            install = PackInstall(owner, name, version, digest, content, revision, made_by, made_at)
+            conn.execute(_INSERT_PACK, _pack_row(install))
+            conn.execute(
+                "UPDATE knowledge_bases SET revision = %s, head_hash = %s WHERE owner = %s",
+                (revision, made, owner),
+            )
+        return install
+
+    def installed_packs(self, owner: str, revision: int | None = None) -> list[PackInstall]:
+        with self._snapshot() as conn:
+            if revision is not None:
+                self._check_revision(conn, owner, revision)
+            rows = conn.execute(
+                f"SELECT DISTINCT ON (name) {_PACK_COLUMNS} FROM packs"
+                " WHERE owner = %s AND (%s::BIGINT IS NULL OR revision <= %s)"
+                " ORDER BY name, revision DESC",
+                (owner, revision, revision),
+            ).fetchall()
+        return [PackInstall(*row) for row in rows]
+
+    def pack_history(self, owner: str) -> list[PackInstall]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {_PACK_COLUMNS} FROM packs WHERE owner = %s ORDER BY revision", (owner,)
+            ).fetchall()
+        return [PackInstall(*row) for row in rows]
+
+    # -- export and import ----------------------------------------------------------------
+
+    def proposal_owners(self) -> list[str]:
+        """Every owner with at least one proposal, decided or not."""
+        with self._transaction() as conn:
+            rows = conn.execute("SELECT DISTINCT owner FROM proposals ORDER BY owner").fetchall()
+        return [row[0] for row in rows]
+
+    def import_knowledge_base(
+        self,
+        owner: str,
+        head: tuple[int, str],
+        revisions: Iterable[Revision],
+        reviewed: Iterable[ReviewedRecord],
+        proposals: Iterable[Proposal],
+        packs: Iterable[PackInstall] = (),
+    ) -> None:
+        """Recreate one owner's exported knowledge exactly, in one transaction: the revision
+        entries, every reviewed version, every pack install and every proposal as they were.
+        ``already_exists`` if the owner has a knowledge base here or a proposal id is taken.
+        The caller checks the chain."""
+        entries = list(revisions)
+        with self._transaction() as conn:
+            if entries:
+                conn.execute(
+                    "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (%s, %s, %s)",
+                    (owner, head[0], head[1]),
+                )
+            elif conn.execute(
+                "SELECT 1 FROM knowledge_bases WHERE owner = %s", (owner,)
+            ).fetchone():
+                raise AlreadyExists(f"{owner} already has a knowledge base here", owner=owner)
+            with conn.cursor() as cur:
+                cur.executemany(_INSERT_REVISION, [_revision_row(e) for e in entries])
+                cur.executemany(_INSERT_REVIEWED, [_reviewed_row(owner, r) for r in reviewed])
+                cur.executemany(_INSERT_PACK, [_pack_row(p) for p in packs])
+                cur.executemany(_INSERT_PROPOSAL, [_proposal_row(p) for p in proposals])
+
+
+def open_postgres_knowledge(url: str, **options: Any) -> PostgresKnowledgeStore:
+    """The knowledge store at a ``postgresql://`` URL (migrated on open)."""
+    return PostgresKnowledgeStore(url, **options)

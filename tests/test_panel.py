@@ -1,0 +1,808 @@
+"""The Memory panel and the review page (SPEC §6), in a real headless Chromium.
+
+The reference host's app runs under uvicorn on 127.0.0.1; an "agent" writes through the HTTP
+tool routes, the owner signs in through the login form and works the panel like a person would.
+The first tests here need no browser: the sign-in cookie, CSRF, owner isolation and error pages,
+checked over plain HTTP.
+
+The browser is Debian's Chromium (``scripts/install-chromium``) driven by Playwright's Python
+package; ``playwright install`` is never run. Outside CI the browser tests are skipped when
+either is missing; under CI they fail instead, so a missing browser cannot pass unnoticed.
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.testclient import TestClient
+
+import oh.http
+from oh.config import Locations
+from oh.host import Host, HostSettings, open_host
+from oh.http import create_app
+from oh.panel import SESSION_COOKIE, owner_from_request, panel_router
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
+CSRF = re.compile(r'name="csrf" value="([^"]+)"')
+
+
+def _app(host: Host) -> FastAPI:
+    """The host's app with the panel, whether or not create_app includes it already."""
+    app = create_app(host)
+    if not any(getattr(route, "path", None) == "/panel/login" for route in app.routes):
+        app.include_router(panel_router(host))
+    return app
+
+
+def _events_accept_the_cookie() -> bool:
+    return "owner_from_request" in inspect.getsource(oh.http)
+
+
+# -- a host with owners, documents and an agent ---------------------------------------------
+
+
+@dataclass
+class Opened:
+    id: str
+    agent: httpx.Client
+    version: int = 0
+
+    def remember(self, *changes: dict[str, Any]) -> dict[str, Any]:
+        answer = self.agent.post(
+            f"/v1/notebooks/{self.id}/tools/remember",
+            json={
+                "based_on": self.version,
+                "request_id": f"r-{self.version}",
+                "changes": list(changes),
+            },
+        )
+        body: dict[str, Any] = answer.json()
+        assert body.get("status") == "applied", body
+        self.version = body["version"]
+        return body
+
+
+def _add(name: str, text: str, **links: list[str]) -> dict[str, Any]:
+    return {"op": "add", "record": {"name": name, "text": text, **links}}
+
+
+def _replace(name: str, text: str, **links: list[str]) -> dict[str, Any]:
+    return {"op": "replace", "record": {"name": name, "text": text, **links}}
+
+
+class World:
+    """One host, its app, and the owners alice and bob, reachable at ``url``."""
+
+    def __init__(self, data: Path, url: str = "http://testserver") -> None:
+        self.url = url
+        self.host = open_host(Locations(data), settings=HostSettings(public_url=url))
+        self.app = _app(self.host)
+        self.tokens = {name: self.host.create_owner_token(name) for name in ("alice", "bob")}
+
+    def owner(self, name: str, client: Any = None) -> Any:
+        client = client or httpx.Client(base_url=self.url, timeout=10)
+        client.headers["authorization"] = f"Bearer {self.tokens[name]}"
+        return client
+
+    def open(self, owner: Any, document: str, run: str, agent: Any) -> Opened:
+        owner.put(f"/v1/documents/{document}")
+        answer = owner.post(f"/v1/documents/{document}/notebooks", json={"run": run})
+        assert answer.status_code in (200, 201), answer.text
+        body = answer.json()
+        agent.headers["authorization"] = f"Bearer {body['agent_token']}"
+        return Opened(body["notebook"]["id"], agent, body["notebook"]["version"])
+
+
+# -- over plain HTTP ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> World:
+    return World(tmp_path)
+
+
+def _client(world: World) -> TestClient:
+    return TestClient(world.app, follow_redirects=False)
+
+
+def _sign_in(client: TestClient, token: str, next_url: str = "") -> TestClient:
+    form = client.get("/panel/login")
+    csrf = CSRF.search(form.text)
+    assert csrf is not None
+    answer = client.post(
+        "/panel/login", data={"csrf": csrf.group(1), "token": token, "next": next_url}
+    )
+    assert answer.status_code == 303, answer.text
+    return client
+
+
+def _alice_notebook(world: World) -> Opened:
+    owner = world.owner("alice", _client(world))
+    opened = world.open(owner, "reef.pdf", "run-1", _client(world))
+    opened.remember(_add("lead:reef-survey-2016", "methods section missing"))
+    return opened
+
+
+def test_the_login_cookie_is_signed_http_only_strict_and_holds_no_token(world: World) -> None:
+    client = _client(world)
+    form = client.get("/panel/login")
+    csrf = CSRF.search(form.text)
+    assert csrf is not None
+    answer = client.post(
+        "/panel/login", data={"csrf": csrf.group(1), "token": world.tokens["alice"], "next": ""}
+    )
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/panel/review"
+    cookie = next(
+        c for c in answer.headers.get_list("set-cookie") if c.startswith(SESSION_COOKIE + "=")
+    )
+    assert "HttpOnly" in cookie
+    assert "SameSite=strict" in cookie
+    assert world.tokens["alice"] not in cookie
+    assert client.get("/panel/review").status_code == 200
+
+
+def test_a_wrong_owner_token_is_refused_on_the_login_form(world: World) -> None:
+    client = _client(world)
+    csrf = CSRF.search(client.get("/panel/login").text)
+    assert csrf is not None
+    answer = client.post("/panel/login", data={"csrf": csrf.group(1), "token": "oho_nope"})
+    assert answer.status_code == 401
+    assert "not a valid owner token" in answer.text
+    assert SESSION_COOKIE not in client.cookies
+
+
+def test_the_login_form_needs_its_own_csrf_token(world: World) -> None:
+    client = _client(world)
+    client.get("/panel/login")
+    answer = client.post("/panel/login", data={"csrf": "0" * 64, "token": world.tokens["alice"]})
+    assert answer.status_code == 403
+    assert "forbidden" in answer.text
+    assert SESSION_COOKIE not in client.cookies
+
+
+def test_login_goes_back_only_to_a_panel_page(world: World) -> None:
+    for evil in ("//evil.example/panel/", "https://evil.example/", "/v1/knowledge", "/panel/\\x"):
+        client = _client(world)
+        csrf = CSRF.search(client.get("/panel/login").text)
+        assert csrf is not None
+        answer = client.post(
+            "/panel/login",
+            data={"csrf": csrf.group(1), "token": world.tokens["alice"], "next": evil},
+        )
+        assert answer.headers["location"] == "/panel/review", evil
+
+
+def test_a_page_without_a_session_sends_the_browser_to_the_login_form(world: World) -> None:
+    opened = _alice_notebook(world)
+    answer = _client(world).get(f"/panel/notebooks/{opened.id}")
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"/panel/login?next=/panel/notebooks/{opened.id}"
+
+
+def test_a_cross_site_link_reloads_once_to_send_the_strict_cookie(world: World) -> None:
+    opened = _alice_notebook(world)
+    answer = _client(world).get(
+        f"/panel/notebooks/{opened.id}", headers={"sec-fetch-site": "cross-site"}
+    )
+    assert answer.status_code == 200
+    assert '<meta http-equiv="refresh" content="0">' in answer.text
+
+
+def test_a_forged_or_altered_session_cookie_is_no_session(world: World) -> None:
+    opened = _alice_notebook(world)
+    client = _sign_in(_client(world), world.tokens["bob"])
+    payload, mac = client.cookies[SESSION_COOKIE].split(".")
+    # Claim to be alice with bob's mac, then with no mac at all, then with a wrong one.
+    body = json.loads(base64.urlsafe_b64decode(payload + "=="))
+    body["o"] = "alice"
+    forged = base64.urlsafe_b64encode(json.dumps(body).encode()).decode().rstrip("=")
+    for value in (f"{forged}.{mac}", forged, f"{payload}.{'0' * 64}"):
+        answer = _client(world).get(
+            f"/panel/notebooks/{opened.id}", headers={"cookie": f"{SESSION_COOKIE}={value}"}
+        )
+        assert answer.status_code == 303, value
+        assert answer.headers["location"].startswith("/panel/login")
+
+
+def test_every_form_post_without_the_csrf_token_is_forbidden(world: World) -> None:
+    opened = _alice_notebook(world)
+    client = _sign_in(_client(world), world.tokens["alice"])
+    posts = [
+        (f"/panel/notebooks/{opened.id}/forget", {"confirm": "yes"}),
+        (
+            f"/panel/notebooks/{opened.id}/proposals",
+            {
+                "name": "lead:reef-survey-2016",
+                "document": "reef.pdf",
+                "passage": "p",
+                "locator": "p. 1",
+            },
+        ),
+        ("/panel/review/pr_x/decision", {"decision": "reject", "reason": "no"}),
+        ("/panel/logout", {}),
+    ]
+    for path, fields in posts:
+        for csrf in (None, "", "0" * 64):
+            data = fields if csrf is None else {**fields, "csrf": csrf}
+            answer = client.post(path, data=data)
+            assert answer.status_code == 403, (path, csrf)
+            assert '<code class="code">forbidden</code>' in answer.text
+    assert world.host.notebook("alice", opened.id).state == "open"
+    assert world.host.review.store.proposals("alice") == []
+
+
+def test_a_form_post_without_a_session_is_unauthenticated(world: World) -> None:
+    opened = _alice_notebook(world)
+    answer = _client(world).post(
+        f"/panel/notebooks/{opened.id}/forget", data={"confirm": "yes", "csrf": "x"}
+    )
+    assert answer.status_code == 401
+    assert "unauthenticated" in answer.text
+    assert world.host.notebook("alice", opened.id).state == "open"
+
+
+def test_another_owner_learns_nothing_and_changes_nothing(world: World) -> None:
+    opened = _alice_notebook(world)
+    bob = _sign_in(_client(world), world.tokens["bob"])
+    csrf = CSRF.search(bob.get("/panel/review").text)
+    assert csrf is not None
+    unknown = bob.get("/panel/notebooks/nb_00000000000000000000000000000000")
+    for answer in (
+        bob.get(f"/panel/notebooks/{opened.id}"),
+        bob.get(f"/panel/notebooks/{opened.id}/forget"),
+        bob.post(
+            f"/panel/notebooks/{opened.id}/forget", data={"confirm": "yes", "csrf": csrf.group(1)}
+        ),
+        bob.post(
+            f"/panel/notebooks/{opened.id}/proposals",
+            data={
+                "csrf": csrf.group(1),
+                "name": "lead:reef-survey-2016",
+                "document": "reef.pdf",
+                "passage": "p",
+                "locator": "p. 1",
+            },
+        ),
+    ):
+        assert answer.status_code == 404
+        assert "methods section missing" not in answer.text
+        assert "reef.pdf" not in answer.text
+        assert answer.text.replace(opened.id, "ID") == unknown.text.replace(
+            "nb_00000000000000000000000000000000", "ID"
+        )
+    assert bob.get(f"/panel/notebooks/{opened.id}/state").status_code == 404
+    assert world.host.notebook("alice", opened.id).state == "open"
+    assert world.host.review.store.proposals("alice") == []
+
+
+def test_errors_are_small_html_pages_with_their_code(world: World) -> None:
+    opened = _alice_notebook(world)
+    client = _sign_in(_client(world), world.tokens["alice"])
+    csrf = CSRF.search(client.get(f"/panel/notebooks/{opened.id}").text)
+    assert csrf is not None
+    empty_passage = client.post(
+        f"/panel/notebooks/{opened.id}/proposals",
+        data={
+            "csrf": csrf.group(1),
+            "name": "lead:reef-survey-2016",
+            "document": "reef.pdf",
+            "passage": " ",
+            "locator": "p. 1",
+        },
+    )
+    cases = [
+        (empty_passage, 400, "invalid_argument"),
+        (client.get("/panel/no-such-page"), 404, "not_found"),
+        (client.get("/panel/review?revision=x"), 400, "invalid_argument"),
+        (client.get("/panel/review?revision=99"), 404, "not_found"),
+        (
+            client.post("/panel/logout", content=b"\xff", headers={"content-type": "text/plain"}),
+            400,
+            "invalid_argument",
+        ),
+    ]
+    for answer, status, code in cases:
+        assert answer.status_code == status, (answer.status_code, answer.text[:300])
+        assert answer.headers["content-type"].startswith("text/html")
+        assert f'<code class="code">{code}</code>' in answer.text
+        assert "Traceback" not in answer.text
+
+
+def test_an_unexpected_failure_is_a_503_page_without_a_traceback(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = _alice_notebook(world)
+    client = _sign_in(_client(world), world.tokens["alice"])
+
+    def broken(*_args: Any) -> Any:
+        raise RuntimeError("disk on fire at /secret/path")
+
+    monkeypatch.setattr(world.host, "records", broken)
+    answer = client.get(f"/panel/notebooks/{opened.id}")
+    assert answer.status_code == 503
+    assert '<code class="code">storage_unavailable</code>' in answer.text
+    assert "disk on fire" not in answer.text
+    assert "Traceback" not in answer.text
+
+
+def test_owner_from_request_takes_the_bearer_then_the_cookie_on_reads_only(world: World) -> None:
+    app = FastAPI()
+
+    @app.api_route("/who", methods=["GET", "POST"])
+    async def who(request: Request) -> dict[str, str]:
+        try:
+            return {"owner": owner_from_request(world.host, request)}
+        except Exception as exc:
+            return {"error": type(exc).__name__}
+
+    session = _sign_in(_client(world), world.tokens["alice"]).cookies[SESSION_COOKIE]
+    client = TestClient(app)
+    bearer = {"authorization": f"Bearer {world.tokens['bob']}"}
+    assert client.get("/who", headers=bearer).json() == {"owner": "bob"}
+    client.cookies.set(SESSION_COOKIE, session)
+    assert client.get("/who").json() == {"owner": "alice"}
+    assert client.get("/who", headers={"authorization": "Bearer oho_wrong"}).json() == {
+        "error": "Unauthenticated"
+    }
+    assert client.post("/who").json() == {"error": "Unauthenticated"}
+    client.cookies.clear()
+    assert client.get("/who").json() == {"error": "Unauthenticated"}
+
+
+def test_a_proposal_from_the_panel_carries_the_cited_passage(world: World) -> None:
+    opened = _alice_notebook(world)
+    client = _sign_in(_client(world), world.tokens["alice"])
+    csrf = CSRF.search(client.get(f"/panel/notebooks/{opened.id}").text)
+    assert csrf is not None
+    answer = client.post(
+        f"/panel/notebooks/{opened.id}/proposals",
+        data={
+            "csrf": csrf.group(1),
+            "name": "lead:reef-survey-2016",
+            "document": "hughes-2018.pdf",
+            "passage": "The survey omits its methods.\r\nSee appendix.",
+            "locator": "p. 4, §2",
+        },
+    )
+    assert answer.status_code == 303
+    [proposal] = world.host.review.store.proposals("alice")
+    assert proposal.source.to_json() == {
+        "document": "hughes-2018.pdf",
+        "passage": "The survey omits its methods.\nSee appendix.",
+        "locator": "p. 4, §2",
+    }
+    assert proposal.note is not None and proposal.note["notebook"] == opened.id
+    assert f"proposed={proposal.id}" in answer.headers["location"]
+    assert answer.headers["location"].endswith("#record-lead:reef-survey-2016")
+
+
+# -- in a real browser -----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    port = _free_port()
+    world = World(tmp_path_factory.mktemp("panel"), f"http://127.0.0.1:{port}")
+    config = uvicorn.Config(
+        world.app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    yield world
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        if os.environ.get("CI"):
+            raise
+        pytest.skip("playwright is not installed (pip install playwright)")
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            raise RuntimeError(f"{CHROMIUM} is missing: run scripts/install-chromium")
+        pytest.skip(f"{CHROMIUM} is missing: run scripts/install-chromium")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def pages(browser: Any) -> Iterator[list[Any]]:
+    """Fresh browser contexts (one per person); closed after the test."""
+    contexts: list[Any] = []
+    opened: list[Any] = []
+
+    class Pages(list[Any]):
+        def new(self, **options: Any) -> Any:
+            context = browser.new_context(**options)
+            context.set_default_timeout(10_000)
+            contexts.append(context)
+            page = context.new_page()
+            opened.append(page)
+            return page
+
+    yield Pages()
+    for context in contexts:
+        context.close()
+
+
+def _login(page: Any, world: World, owner: str, path: str) -> None:
+    """Open ``path``, land on the login form, sign in, come back to ``path``."""
+    page.goto(world.url + path)
+    assert "/panel/login" in page.url
+    page.get_by_label("Owner token").fill(world.tokens[owner])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(world.url + path)
+
+
+def _record(page: Any, anchor: str) -> Any:
+    return page.locator(f'[id="{anchor}"]')
+
+
+def _notebook(world: World, document: str, run: str) -> Opened:
+    return world.open(
+        world.owner("alice"), document, run, httpx.Client(base_url=world.url, timeout=10)
+    )
+
+
+def test_the_panel_shows_two_captioned_lists_with_history_and_links(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "reef.pdf", "lists")
+    opened.remember(
+        _add("dataset:noaa-2014", "NOAA series stops in 2014: ruled out"),
+        _add("lead:reef-survey-2016", "survey methods section missing"),
+    )
+    written = opened.remember(
+        _replace(
+            "lead:reef-survey-2016",
+            "survey methods section missing; check appendix",
+            depends_on=["dataset:noaa-2014", "figure:fig-3"],
+        )
+    )
+    page = pages.new()
+    path = f"/panel/notebooks/{opened.id}"
+    _login(page, served, "alice", path)
+
+    expect(page.get_by_role("heading", name="Working notes")).to_be_visible()
+    expect(page.locator("#notes-caption")).to_have_text(
+        "Private notes the agent wrote for itself in this session"
+    )
+    expect(page.get_by_role("heading", name="Reviewed knowledge in view")).to_be_visible()
+    expect(page.locator("#reviewed-caption")).to_have_text(
+        "Reviewed knowledge the agent can read here but not change"
+    )
+    notes = page.locator("#notes article")
+    expect(notes).to_have_count(2)
+    expect(page.locator("#reviewed article")).to_have_count(0)
+    expect(page.locator("#reviewed .empty")).to_have_text("No reviewed knowledge in view.")
+
+    # The header: document, run, start, forget time with a live countdown, version, pin.
+    session = page.locator("dl.session")
+    expect(session).to_contain_text("reef.pdf")
+    expect(session).to_contain_text("lists")
+    expect(page.locator('[data-field="version"]')).to_have_text("2")
+    countdown = page.locator(".countdown")
+    expect(countdown).to_have_text(re.compile(r"\(in 23 h \d\d min \d\d s\)"))
+    first = countdown.text_content()
+    page.wait_for_timeout(1100)
+    assert countdown.text_content() != first
+
+    # A record: name, kind, digest, text, author, time; history with two versions.
+    lead = _record(page, "record-lead:reef-survey-2016")
+    digest = written["written"][0]["digest"]
+    expect(lead.locator(".meta").first).to_contain_text(digest[:12])
+    expect(lead.locator(".meta").first).to_contain_text("agent:lists")
+    expect(lead.locator(".kind")).to_have_text("lead")
+    expect(lead.locator(":scope > .text")).to_have_text(
+        "survey methods section missing; check appendix"
+    )
+    lead.get_by_text("History (2 versions)").click()
+    versions = lead.locator(".history li")
+    expect(versions).to_have_count(2)
+    expect(versions.nth(0)).to_contain_text("version 2 · replaced")
+    expect(versions.nth(1)).to_contain_text("version 1 · added")
+    expect(versions.nth(1)).to_contain_text("survey methods section missing")
+
+    # A link goes to the other record's anchor; a link to a missing record is shown as text.
+    expect(lead.locator(".links .missing")).to_have_text("figure:fig-3")
+    lead.get_by_role("link", name="dataset:noaa-2014").click()
+    assert page.evaluate("decodeURIComponent(location.hash)") == "#record-dataset:noaa-2014"
+    expect(page.locator(":target")).to_have_attribute("id", "record-dataset:noaa-2014")
+
+    # A memory card's anchor opens the panel at the record.
+    page.goto(f"{served.url}{path}#record-lead:reef-survey-2016")
+    expect(page.locator(":target")).to_have_attribute("id", "record-lead:reef-survey-2016")
+
+    # Accessible: landmarks, one h1, every visible field labelled, buttons named.
+    expect(page.locator("header")).to_have_count(1)
+    expect(page.locator("main")).to_have_count(1)
+    expect(page.get_by_role("navigation")).to_have_count(1)
+    expect(page.locator("h1")).to_have_count(1)
+    unlabelled = page.evaluate(
+        """[...document.querySelectorAll('input:not([type=hidden]), textarea')]
+            .filter(f => f.labels.length === 0).map(f => f.name)"""
+    )
+    assert unlabelled == []
+    assert page.evaluate(
+        "[...document.querySelectorAll('button')].every(b => b.textContent.trim())"
+    )
+
+
+def test_the_panel_reads_well_on_a_narrow_screen(served: World, pages: Any) -> None:
+    opened = _notebook(served, "narrow.pdf", "narrow")
+    opened.remember(
+        _add("lead:" + "x" * 100, "a-very-long-unbroken-word-" * 20, depends_on=["lead:other"])
+    )
+    page = pages.new(viewport={"width": 360, "height": 740})
+    _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
+    overflow = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0
+
+
+def test_hostile_note_text_renders_as_text(served: World, pages: Any) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "hostile.pdf", "hostile")
+    opened.remember(
+        {
+            "op": "add",
+            "record": {
+                "name": "note:hostile",
+                "text": HOSTILE,
+                "fields": {"html": "<b onmouseover=alert(1)>x</b>"},
+                "supports": ["lead:x"],
+            },
+        }
+    )
+    page = pages.new()
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
+    record = _record(page, "record-note:hostile")
+    expect(record.locator(":scope > .text")).to_have_text(HOSTILE)
+    assert record.locator("img").count() == 0
+    assert record.locator("script").count() == 0
+    assert record.locator("b").count() == 0
+    assert page.evaluate("window.__pwned") is None
+    assert dialogs == []
+
+
+def test_a_proposed_note_accepted_on_the_review_page_is_reviewed_knowledge_in_a_new_notebook(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "hughes-2018.pdf", "review-1")
+    opened.remember(
+        _add("finding:bleaching-threshold", "bleaching starts near 1 °C above the summer mean"),
+        _add("lead:guess", "maybe the 2014 dataset was revised"),
+    )
+    page = pages.new()
+    _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
+
+    # Propose the finding, citing the passage and where it stands.
+    finding = _record(page, "record-finding:bleaching-threshold")
+    finding.get_by_text("Propose for review").first.click()
+    expect(finding.get_by_label("Cited document")).to_have_value("hughes-2018.pdf")
+    finding.get_by_label("Exact passage").fill("Bleaching began at 1 °C above the mean.")
+    finding.get_by_label("Locator (page, section or offset)").fill("p. 4, §2")
+    finding.get_by_role("button", name="Propose for review").click()
+    expect(page.locator(".notice.ok")).to_contain_text("Proposed finding:bleaching-threshold")
+    expect(finding.locator(".proposal-state")).to_contain_text("pending")
+
+    # And the guess, to be rejected.
+    guess = _record(page, "record-lead:guess")
+    guess.get_by_text("Propose for review").first.click()
+    guess.get_by_label("Exact passage").fill("The series ends in 2014.")
+    guess.get_by_label("Locator (page, section or offset)").fill("table 2")
+    guess.get_by_role("button", name="Propose for review").click()
+    expect(page.locator(".notice.ok")).to_contain_text("Proposed lead:guess")
+
+    # The review page: both pending with the cited passages and locators.
+    page.locator(".notice.ok").get_by_role("link", name="review page").click()
+    expect(page.get_by_role("heading", name="Pending proposals (2)")).to_be_visible()
+    pending = page.locator("#pending article")
+    accepted = pending.filter(has_text="finding:bleaching-threshold")
+    expect(accepted.locator("blockquote")).to_have_text("Bleaching began at 1 °C above the mean.")
+    expect(accepted.locator("figcaption")).to_contain_text("hughes-2018.pdf, p. 4, §2")
+
+    # Accept with an edit.
+    accepted.get_by_label("Text to accept (edit it to accept with edits)").fill(
+        "Bleaching starts near 1 °C above the summer mean (Hughes 2018)."
+    )
+    accepted.get_by_label("Reason for your decision").fill("matches the cited passage")
+    accepted.get_by_role("button", name="Accept").click()
+    expect(page.locator(".notice.ok")).to_contain_text("accepted with edits at revision 1")
+
+    # Reject the guess with a reason.
+    rejected = page.locator("#pending article").filter(has_text="lead:guess")
+    rejected.get_by_label("Reason for your decision").fill("a guess, not a finding")
+    rejected.get_by_role("button", name="Reject").click()
+    expect(page.locator(".notice.ok")).to_contain_text("lead:guess: rejected")
+
+    # History: who, when and why; knowledge by revision.
+    expect(page.get_by_role("heading", name="Pending proposals (0)")).to_be_visible()
+    decided = page.locator("#decided article")
+    expect(decided).to_have_count(2)
+    expect(decided.filter(has_text="finding:bleaching-threshold")).to_contain_text(
+        "Accepted with edits by alice"
+    )
+    expect(decided.filter(has_text="finding:bleaching-threshold")).to_contain_text(
+        "Reason: matches the cited passage"
+    )
+    expect(decided.filter(has_text="lead:guess")).to_contain_text("Rejected by alice")
+    expect(decided.filter(has_text="lead:guess")).to_contain_text("a guess, not a finding")
+    expect(page.locator("#knowledge article")).to_have_count(1)
+    expect(page.locator("#knowledge article")).to_contain_text("revision 1")
+    page.get_by_label("Show revision").fill("0")
+    page.get_by_role("button", name="Show").click()
+    expect(page.locator("#knowledge article")).to_have_count(0)
+
+    # A new notebook pins the new revision: the finding is reviewed knowledge in view, and the
+    # agent's disagreeing note of the same name is marked as a conflict on both sides.
+    second = _notebook(served, "hughes-2018.pdf", "review-2")
+    second.remember(
+        _add("finding:bleaching-threshold", "bleaching starts at 2 °C"),
+        _add("lead:counter", "a later paper disagrees", contradicts=["finding:other"]),
+    )
+    page.goto(f"{served.url}/panel/notebooks/{second.id}")
+    pinned = page.locator("dl.session div").filter(has_text="Pinned revision").locator("dd")
+    expect(pinned).to_have_text("1")
+    reviewed = _record(page, "reviewed-finding:bleaching-threshold")
+    expect(reviewed).to_be_visible()
+    expect(reviewed.locator(":scope > .text")).to_have_text(
+        "Bleaching starts near 1 °C above the summer mean (Hughes 2018)."
+    )
+    expect(reviewed.locator("blockquote")).to_have_text("Bleaching began at 1 °C above the mean.")
+    expect(reviewed.locator(".decision")).to_contain_text("accepted with edits by alice")
+    note = _record(page, "record-finding:bleaching-threshold")
+    for side in (note, reviewed):
+        expect(side).to_have_class(re.compile(r"\bconflict\b"))
+        expect(side.locator(".conflict-flag")).to_contain_text("In conflict")
+    note.locator(".conflict-flag a").click()
+    expect(page.locator(":target")).to_have_attribute("id", "reviewed-finding:bleaching-threshold")
+    # docs/panel.png: OH_PANEL_SCREENSHOT=docs/panel.png pytest tests/test_panel.py
+    screenshot = os.environ.get("OH_PANEL_SCREENSHOT")
+    if screenshot:
+        page.set_viewport_size({"width": 960, "height": 900})
+        page.goto(f"{served.url}/panel/notebooks/{second.id}")
+        page.locator("details.history").first.evaluate("d => d.open = true")
+        page.screenshot(path=screenshot, full_page=True)
+
+    # A card's record-<name> anchor, where only a reviewed record has that name, finds it.
+    third = _notebook(served, "hughes-2018.pdf", "review-3")
+    page.goto(f"{served.url}/panel/notebooks/{third.id}#record-finding:bleaching-threshold")
+    page.wait_for_function("location.hash.startsWith('#reviewed-')")
+    expect(_record(page, "reviewed-finding:bleaching-threshold")).to_be_in_viewport()
+    # The proposed note shows its proposal's outcome.
+    page.goto(f"{served.url}/panel/notebooks/{opened.id}")
+    state = _record(page, "record-finding:bleaching-threshold").locator(".proposal-state")
+    expect(state).to_contain_text("accepted")
+
+
+def test_the_panel_updates_when_the_agent_writes(served: World, pages: Any) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "live.pdf", "live")
+    opened.remember(_add("lead:first", "first note"))
+    page = pages.new()
+    _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
+    expect(page.locator("#notes article")).to_have_count(1)
+    opened.remember(_add("lead:second", "written while the owner watches"))
+    expect(_record(page, "record-lead:second")).to_be_visible(timeout=12_000)
+    expect(page.locator('[data-field="version"]')).to_have_text("2")
+    expect(page.locator("#live")).to_have_text("Memory updated: version 2.")
+
+
+@pytest.mark.skipif(
+    not _events_accept_the_cookie(), reason="http.py does not use owner_from_request yet"
+)
+def test_the_event_stream_accepts_the_panel_session(served: World, pages: Any) -> None:
+    opened = _notebook(served, "events.pdf", "events")
+    page = pages.new()
+    _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
+    status = page.evaluate(
+        """async (url) => {
+            const stop = new AbortController();
+            const answer = await fetch(url, {signal: stop.signal});
+            stop.abort();
+            return answer.status;
+        }""",
+        f"/v1/notebooks/{opened.id}/events",
+    )
+    assert status == 200
+
+
+def test_forget_now_asks_first_then_the_memory_is_gone(served: World, pages: Any) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "forget.pdf", "forget")
+    opened.remember(_add("lead:private", "a private note"), _add("lead:other", "another"))
+    page = pages.new()
+    path = f"/panel/notebooks/{opened.id}"
+    _login(page, served, "alice", path)
+
+    page.get_by_role("button", name="Forget now").click()
+    expect(page.get_by_role("heading", name="Forget this session's memory now?")).to_be_visible()
+    page.get_by_role("link", name="Cancel, keep it").click()
+    expect(page.locator("#notes article")).to_have_count(2)
+
+    page.get_by_role("button", name="Forget now").click()
+    page.get_by_role("button", name="Yes, forget now").click()
+    page.wait_for_url(served.url + path)
+    expect(page.locator(".notice.gone")).to_contain_text("This session's memory is gone")
+    expect(page.locator("#notes .empty")).to_have_text("No working notes.")
+    expect(page.locator("#reviewed .empty")).to_have_text("No reviewed knowledge in view.")
+    expect(page.locator("article")).to_have_count(0)
+    expect(page.get_by_role("button", name="Forget now")).to_have_count(0)
+    expect(page.locator('[data-field="state"]')).to_have_text("purged")
+    assert "a private note" not in page.content()
+    late = opened.agent.post(f"/v1/notebooks/{opened.id}/tools/read", json={"name": "lead:other"})
+    assert late.status_code == 410
+    assert late.json()["error"]["code"] == "purged"
+
+
+def test_another_owner_in_the_browser_gets_not_found(served: World, pages: Any) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "alice-only.pdf", "private")
+    opened.remember(_add("lead:alice-secret", "ALICE-SECRET-TEXT"))
+    page = pages.new()
+    _login(page, served, "bob", "/panel/review")
+    answer = page.goto(f"{served.url}/panel/notebooks/{opened.id}")
+    assert answer is not None and answer.status == 404
+    expect(page.locator("code.code")).to_have_text("not_found")
+    assert "ALICE-SECRET-TEXT" not in page.content()
+    assert "alice-only.pdf" not in page.content()
+    page.goto(f"{served.url}/panel/review")
+    assert "finding:bleaching-threshold" not in page.content()
+    logout = page.get_by_role("button", name="Log out")
+    logout.click()
+    page.wait_for_url(re.compile(r"/panel/login"))
+    answer = page.goto(f"{served.url}/panel/review")
+    assert "/panel/login" in page.url
