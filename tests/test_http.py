@@ -394,7 +394,7 @@ def test_an_agent_over_mcp_against_the_running_host(server: Server, ann: Client)
             McpClient(streamable_http_client(f"{server.url}/mcp", http_client=http)) as agent,
         ):
             tools = sorted(tool.name for tool in (await agent.list_tools()).tools)
-            assert tools == ["explain", "query", "read", "remember"]
+            assert tools == ["explain", "query", "read", "recall", "remember"]  # recall in shadow
             write = {
                 "based_on": 0,
                 "request_id": "m-1",

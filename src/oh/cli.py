@@ -9,12 +9,14 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from oh import __version__
-from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.config import Locations, is_postgres_url, open_knowledge_store, open_memory_store
 from oh.errors import OhError
 from oh.profiles.cli import register as register_profile
 from oh.verify import verify_knowledge, verify_store
@@ -121,7 +123,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     locations = _locations(args)
     base = f"http://{args.host}:{args.port}"
-    host = open_host(locations, settings=HostSettings(public_url=base))
+    mode = args.recall
+    if mode is None:  # shadow on the embedded default; vectors live only there in this release
+        mode = "off" if is_postgres_url(locations.memory_url) else "shadow"
+    recall = None
+    if mode != "off":
+        from oh.config import open_recall
+
+        recall = open_recall(locations)
+    settings = HostSettings(public_url=base, recall_shadow=mode != "on")
+    host = open_host(locations, settings=settings, recall=recall)
+    if recall is not None:
+        _catch_up_in_background(recall)
     app = create_app(host, mcp=mcp_app(host))
     where = locations.memory_url or locations.data_dir
     print(f"Oh {__version__} serving memory from {where}", flush=True)
@@ -131,6 +144,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"  Owner token: oh token create --owner NAME --data {locations.data_dir}", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _catch_up_in_background(recall: Any, every: float = 1.0) -> None:
+    """Embed pending notes outside every write (SPEC §7), in a daemon thread."""
+    import logging
+
+    log = logging.getLogger("oh.recall")
+
+    def loop() -> None:
+        while True:
+            try:
+                recall.catch_up_all()
+            except Exception:  # a passing embedder fault must not stop the loop
+                log.exception("recall catch-up failed; retrying")
+            time.sleep(every)
+
+    threading.Thread(target=loop, name="oh-recall-catch-up", daemon=True).start()
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from oh.recall.cli import rebuild_command
+
+    return int(rebuild_command(args))
 
 
 def cmd_token(args: argparse.Namespace) -> int:
@@ -203,6 +239,7 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
     ),
     "serve": ("run the reference host: HTTP API, MCP endpoint and Memory panel", cmd_serve),
     "mcp": ("serve one notebook's tools over MCP stdio (agent token from OH_AGENT_TOKEN)", cmd_mcp),
+    "index": ("drop and rebuild every similarity vector: oh index rebuild", cmd_index),
     "token": ("create an owner token: oh token create --owner NAME", cmd_token),
     "export": ("write notebooks or the knowledge base as canonical JSON lines", cmd_export),
     "import": ("import an export, checked whole before anything is written", cmd_import),
@@ -232,7 +269,20 @@ def build_parser() -> argparse.ArgumentParser:
         command.set_defaults(handler=handler)
         if name == "verify":
             command.add_argument("--json", action="store_true", help="print the report as JSON")
+        if name == "index":
+            from oh.recall.cli import add_rebuild_arguments
+
+            command.add_argument("action", choices=["rebuild"])
+            add_rebuild_arguments(command)
         if name == "serve":
+            command.add_argument(
+                "--recall",
+                choices=["off", "shadow", "on"],
+                default=None,
+                help="the recall tool: shadow (computed and measured, the agent gets no rows;"
+                " the default on the embedded backend), on, or off (no recall tool; the"
+                " default on PostgreSQL)",
+            )
             command.add_argument("--host", default="127.0.0.1", help="address (127.0.0.1)")
             command.add_argument("--port", type=int, default=8765, help="port (8765)")
             command.add_argument("--log-level", default="warning", help="uvicorn log level")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from oh.errors import InvalidArgument
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
@@ -20,10 +21,12 @@ from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 __all__ = [
     "DEFAULT_DATA_DIR",
     "Locations",
+    "is_postgres_url",
     "open_host_registry",
     "open_knowledge_store",
     "open_memory_store",
     "open_purge_access",
+    "open_recall",
 ]
 
 DEFAULT_DATA_DIR = "oh-data"
@@ -73,12 +76,12 @@ def _embedded_path(url: str | None, default: Path) -> Path:
     return path
 
 
-def _postgres(url: str | None) -> bool:
+def is_postgres_url(url: str | None) -> bool:
     return url is not None and url.split("://", 1)[0] in ("postgres", "postgresql")
 
 
 def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -> MemoryStore:
-    if _postgres(locations.memory_url):
+    if is_postgres_url(locations.memory_url):
         from oh.storage.postgres import open_postgres_memory
 
         return open_postgres_memory(str(locations.memory_url))
@@ -86,7 +89,7 @@ def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -
 
 
 def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL") -> KnowledgeStore:
-    if _postgres(locations.knowledge_url):
+    if is_postgres_url(locations.knowledge_url):
         from oh.storage.postgres_knowledge import open_postgres_knowledge
 
         return open_postgres_knowledge(str(locations.knowledge_url))
@@ -95,7 +98,7 @@ def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL"
 
 def open_host_registry(locations: Locations) -> HostRegistry:
     """The reference host's registry lives in the knowledge database."""
-    if _postgres(locations.knowledge_url):
+    if is_postgres_url(locations.knowledge_url):
         from oh.storage.postgres_host import PostgresHostRegistry
 
         return PostgresHostRegistry(str(locations.knowledge_url))
@@ -106,10 +109,26 @@ def open_host_registry(locations: Locations) -> HostRegistry:
 
 def open_purge_access(locations: Locations) -> PurgeAccess:
     """The purge worker's credential on the memory database."""
-    if _postgres(locations.memory_url):
+    if is_postgres_url(locations.memory_url):
         from oh.storage.postgres import open_postgres_purge
 
         return open_postgres_purge(str(locations.memory_url))
     from oh.storage.libsql import LibsqlPurgeAccess
 
     return LibsqlPurgeAccess(locations.memory_path())
+
+
+def open_recall(locations: Locations, embedder: str | None = None) -> Any:
+    """The recall service over the embedded memory database (``OH_EMBEDDER`` picks the
+    embedder: ``hashing`` by default, ``local``, ``openai``)."""
+    if is_postgres_url(locations.memory_url):
+        raise InvalidArgument("recall needs the embedded memory database in this release")
+    from oh.recall import Recall, embedder_from_env
+    from oh.storage.libsql_vectors import LibsqlVectorStore
+
+    return Recall(
+        open_memory_store(locations),
+        LibsqlVectorStore(locations.memory_path()),
+        embedder_from_env(kind=embedder),
+        open_knowledge_store(locations),
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 from collections.abc import Callable
@@ -32,6 +33,8 @@ from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
 from oh.tools import Caller, RecallService, Tools
 
 __all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "open_host"]
+
+logger = logging.getLogger("oh.host")
 
 OWNER_TOKEN_PREFIX = "oho_"  # noqa: S105 - a prefix, not a secret
 AGENT_TOKEN_PREFIX = "oha_"  # noqa: S105 - a prefix, not a secret
@@ -157,6 +160,7 @@ class Host:
             recall=recall,
             profiles=self.profiles,
             shadow=self.settings.recall_shadow,
+            on_recall_shadow=self._measure_shadow_recall,
         )
         self._listeners: list[Callable[[MemoryCard], None]] = []
 
@@ -227,6 +231,7 @@ class Host:
             if notebook.document == document and notebook.owner == owner and not closed:
                 self.memory.forget(notebook_id, self.clock())
                 self.tools.views.drop(notebook_id)
+                self._evict(notebook_id)
                 forgotten += 1
         self.metrics.count("document_removed")
         return forgotten
@@ -271,8 +276,29 @@ class Host:
         self.notebook(owner, notebook_id)
         report = self.notebooks.forget(notebook_id, owner)
         self.tools.views.drop(notebook_id)
+        self._evict(notebook_id)
         self.metrics.count("notebook_forgotten")
         return report.to_json()
+
+    def _measure_shadow_recall(self, caller: Caller, found: dict[str, Any]) -> None:
+        """Shadow recall: what the agent would have seen is measured and logged, never shown."""
+        rows = found.get("rows", [])
+        self.metrics.count("recall_shadow")
+        self.metrics.count("recall_shadow_rows" if rows else "recall_shadow_empty")
+        logger.info(
+            "shadow recall",
+            extra={
+                "notebook": caller.notebook_id,
+                "rows": len(rows),
+                "top_score": rows[0]["score"] if rows else None,
+            },
+        )
+
+    def _evict(self, notebook_id: str) -> None:
+        """Drop what the recall service keeps in memory for a forgotten notebook."""
+        evict = getattr(self.tools.recall_service, "evict", None)
+        if evict is not None:
+            evict(notebook_id)
 
     def records(self, owner: str, notebook_id: str) -> dict[str, Any]:
         """Full records for the panel: the notes and the reviewed knowledge in view."""

@@ -206,7 +206,7 @@ def _statements(sql: str) -> list[str]:
 
 # Every table holding a notebook's content, children before parents. Forget and purge delete
 # from each; later features (answers, vectors) add their tables here.
-CONTENT_TABLES = ("answers", "log_changes", "records", "log")
+CONTENT_TABLES = ("note_vectors", "answers", "log_changes", "records", "log")
 
 
 def delete_content(conn: Any, notebook_id: str) -> dict[str, int]:

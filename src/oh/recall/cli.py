@@ -1,0 +1,79 @@
+"""``oh index rebuild`` for vectors (SPEC §9): drop every vector and embed everything again.
+
+The ``oh`` command hooks ``rebuild_command``; ``add_rebuild_arguments`` adds its options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.recall.embedders import EMBEDDERS, embedder_from_env
+from oh.recall.service import Recall
+from oh.storage.libsql_vectors import LibsqlVectorStore
+
+__all__ = ["add_rebuild_arguments", "rebuild_command"]
+
+
+def add_rebuild_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        help="embedding adapter (env OH_EMBEDDER, default hashing); openai reads"
+        " OH_EMBEDDINGS_URL, OH_EMBEDDINGS_MODEL, OH_EMBEDDINGS_DIMENSIONS, OH_EMBEDDINGS_API_KEY",
+    )
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def rebuild_command(
+    args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
+) -> int:
+    """Drop and rebuild every vector of the memory database; 0 when nothing is left pending."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    as_json = bool(getattr(args, "json", False))
+    locations = Locations.resolve(
+        getattr(args, "data", None),
+        getattr(args, "memory_url", None),
+        getattr(args, "knowledge_url", None),
+    )
+    embedder = embedder_from_env(kind=getattr(args, "embedder", None))
+    memory = open_memory_store(locations)
+    try:
+        vectors = LibsqlVectorStore(locations.memory_path())
+        try:
+            knowledge = open_knowledge_store(locations)
+            try:
+                recall = Recall(memory, vectors, embedder, knowledge)
+
+                def progress(done: int, total: int) -> None:
+                    if not as_json and err.isatty():
+                        err.write(f"\rembedding notebooks {done}/{total}")
+                        err.flush()
+
+                report = recall.rebuild(progress)
+            finally:
+                knowledge.close()
+        finally:
+            vectors.close()
+    finally:
+        memory.close()
+        close = getattr(embedder, "close", None)
+        if close is not None:
+            close()
+    caught = report.caught_up
+    if as_json:
+        out.write(json.dumps({**report.to_json(), "model": embedder.model_id}) + "\n")
+    else:
+        if err.isatty():
+            err.write("\n")
+        out.write(
+            f"index rebuild: dropped {report.dropped['note_vectors']} note and"
+            f" {report.dropped['reviewed_vectors']} reviewed vectors; embedded {caught.notes}"
+            f" notes and {caught.reviewed} reviewed records of {caught.notebooks} open notebooks"
+            f" with {embedder.model_id} in {report.seconds:.1f} s; pending {caught.pending}\n"
+        )
+    return 0 if caught.pending == 0 and caught.failed == 0 else 1

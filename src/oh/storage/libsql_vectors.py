@@ -1,0 +1,208 @@
+"""The embedded backend's vector tables (SPEC §7): derived ``(digest, vector)`` rows, never text.
+
+``note_vectors`` is working memory: scoped to one notebook, so forget and purge delete it with
+the notebook's other content. ``reviewed_vectors`` caches the vectors of an owner's reviewed
+records. Vectors are opaque bytes here; ``oh.recall`` decides what they mean.
+
+This store opens its own connection to the memory database, so embedding catch-up in a
+background thread never waits for the tool calls' connection lock (both still share SQLite's
+single write lock, for the few milliseconds a batch of inserts takes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from oh.core.clock import utc_text
+from oh.storage.libsql import BUSY_WAIT_SECONDS, LibsqlDatabase, Synchronous, translated
+
+__all__ = ["VECTOR_TABLES", "LibsqlVectorStore"]
+
+# Notebook-scoped tables of this module; they belong in ``oh.storage.libsql.CONTENT_TABLES``.
+VECTOR_TABLES = ("note_vectors",)
+
+# SQLite allows 32,766 host parameters; IN lists stay far below that.
+_CHUNK = 500
+
+
+def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(items), _CHUNK):
+        yield items[start : start + _CHUNK]
+
+
+class LibsqlVectorStore(LibsqlDatabase):
+    """Note and reviewed-record vectors in the memory database (one libSQL file).
+
+    ``synchronous`` defaults to ``NORMAL`` on this connection only: vectors are derived data,
+    so a power cut may lose the last few (they are embedded again) but never corrupts the file.
+    """
+
+    MIGRATIONS = "oh.storage.migrations.libsql"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "NORMAL",
+        busy_wait: float = BUSY_WAIT_SECONDS,
+    ) -> None:
+        super().__init__(path, synchronous=synchronous, busy_wait=busy_wait)
+
+    # -- notes ----------------------------------------------------------------------------
+
+    def open_notebook_ids(self, now: datetime) -> list[str]:
+        """Notebooks that are open and not yet past their forget time, by id."""
+        with self._lock, translated():
+            rows = self._conn.execute(
+                "SELECT id FROM notebooks WHERE state = 'open' AND forgets_at > ? ORDER BY id",
+                (utc_text(now),),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    def note_digests(self, notebook_id: str, model_id: str) -> list[tuple[str, str, bool]]:
+        """``(name, digest, has_vector)`` of every current note, by name."""
+        with self._lock, translated():
+            rows = self._conn.execute(
+                "SELECT r.name, r.digest, v.digest IS NOT NULL FROM records AS r"
+                " LEFT JOIN note_vectors AS v ON v.notebook_id = r.notebook_id"
+                " AND v.model_id = ? AND v.digest = r.digest"
+                " WHERE r.notebook_id = ? ORDER BY r.name",
+                (model_id, notebook_id),
+            ).fetchall()
+        return [(name, digest, bool(has)) for name, digest, has in rows]
+
+    def pending_notes(
+        self, notebook_id: str, model_id: str, limit: int, after: str = ""
+    ) -> list[tuple[str, str, str]]:
+        """``(name, digest, canonical content)`` of current notes named after ``after`` that
+        have no vector, by name (``after`` pages through them)."""
+        with self._lock, translated():
+            rows = self._conn.execute(
+                "SELECT r.name, r.digest, r.content FROM records AS r"
+                " WHERE r.notebook_id = ? AND r.name > ?"
+                " AND NOT EXISTS (SELECT 1 FROM note_vectors AS v WHERE v.notebook_id = ?"
+                " AND v.model_id = ? AND v.digest = r.digest) ORDER BY r.name LIMIT ?",
+                (notebook_id, after, notebook_id, model_id, limit),
+            ).fetchall()
+        return [(name, digest, content) for name, digest, content in rows]
+
+    def note_vectors(
+        self, notebook_id: str, model_id: str, digests: Sequence[str]
+    ) -> dict[str, bytes]:
+        """The stored vectors of ``digests`` (those that have one)."""
+        found: dict[str, bytes] = {}
+        with self._read() as conn:
+            for chunk in _chunks(digests):
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    (digest, bytes(vector))
+                    for digest, vector in conn.execute(
+                        "SELECT digest, vector FROM note_vectors WHERE notebook_id = ?"
+                        f" AND model_id = ? AND digest IN ({marks})",
+                        (notebook_id, model_id, *chunk),
+                    ).fetchall()
+                )
+        return found
+
+    def put_note_vectors(
+        self, notebook_id: str, model_id: str, rows: Sequence[tuple[str, str, bytes]]
+    ) -> int:
+        """Store ``(name, digest, vector)`` rows whose note is still current; return how many
+        were new. A note replaced or removed while it was being embedded stores nothing; a
+        notebook no longer open is refused by the database (``purged``)."""
+        stored = 0
+        with self._write() as conn:
+            for name, digest, vector in rows:
+                stored += conn.execute(
+                    "INSERT OR IGNORE INTO note_vectors (notebook_id, model_id, digest, vector)"
+                    " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM records"
+                    " WHERE notebook_id = ? AND name = ? AND digest = ?)",
+                    (notebook_id, model_id, digest, vector, notebook_id, name, digest),
+                ).rowcount
+        return stored
+
+    def prune_note_vectors(self, notebook_id: str, model_id: str) -> int:
+        """Delete this model's vectors of digests that are no longer a current note."""
+        with self._write() as conn:
+            return int(
+                conn.execute(
+                    "DELETE FROM note_vectors WHERE notebook_id = ? AND model_id = ?"
+                    " AND digest NOT IN (SELECT digest FROM records WHERE notebook_id = ?)",
+                    (notebook_id, model_id, notebook_id),
+                ).rowcount
+            )
+
+    def drop_note_vectors(self, notebook_id: str | None = None) -> int:
+        """Delete every note vector of every model (of one notebook, or of all)."""
+        with self._write() as conn:
+            if notebook_id is None:
+                return int(conn.execute("DELETE FROM note_vectors").rowcount)
+            return int(
+                conn.execute(
+                    "DELETE FROM note_vectors WHERE notebook_id = ?", (notebook_id,)
+                ).rowcount
+            )
+
+    # -- reviewed knowledge -----------------------------------------------------------------
+
+    def reviewed_vectors(
+        self, owner: str, model_id: str, digests: Sequence[str]
+    ) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        with self._read() as conn:
+            for chunk in _chunks(digests):
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    (digest, bytes(vector))
+                    for digest, vector in conn.execute(
+                        "SELECT digest, vector FROM reviewed_vectors WHERE owner = ?"
+                        f" AND model_id = ? AND digest IN ({marks})",
+                        (owner, model_id, *chunk),
+                    ).fetchall()
+                )
+        return found
+
+    def missing_reviewed(self, owner: str, model_id: str, digests: Sequence[str]) -> list[str]:
+        """Those of ``digests`` (in their order) that have no vector yet."""
+        present: set[str] = set()
+        with self._read() as conn:
+            for chunk in _chunks(digests):
+                marks = ",".join("?" * len(chunk))
+                present.update(
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT digest FROM reviewed_vectors WHERE owner = ? AND model_id = ?"
+                        f" AND digest IN ({marks})",
+                        (owner, model_id, *chunk),
+                    ).fetchall()
+                )
+        return [digest for digest in digests if digest not in present]
+
+    def put_reviewed_vectors(
+        self, owner: str, model_id: str, rows: Sequence[tuple[str, bytes]]
+    ) -> int:
+        stored = 0
+        with self._write() as conn:
+            for digest, vector in rows:
+                stored += conn.execute(
+                    "INSERT OR IGNORE INTO reviewed_vectors (owner, model_id, digest, vector)"
+                    " VALUES (?, ?, ?, ?)",
+                    (owner, model_id, digest, vector),
+                ).rowcount
+        return stored
+
+    def drop_reviewed_vectors(self) -> int:
+        with self._write() as conn:
+            return int(conn.execute("DELETE FROM reviewed_vectors").rowcount)
+
+    def vector_count(self) -> dict[str, int]:
+        """Rows per vector table (for reports and tests)."""
+        counts: dict[str, int] = {}
+        with self._read() as conn:
+            for table in ("note_vectors", "reviewed_vectors"):
+                row: Any = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+                counts[table] = int(row[0])
+        return counts

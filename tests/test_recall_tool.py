@@ -1,0 +1,62 @@
+"""The recall tool through the host: shadow by default, rows only when switched on, never text,
+and nothing left of a forgotten notebook's vectors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from oh.config import Locations, open_recall
+from oh.host import HostSettings, open_host
+
+
+def _host(tmp_path: Path, shadow: bool):  # type: ignore[no-untyped-def]
+    locations = Locations.resolve(str(tmp_path))
+    recall = open_recall(locations)
+    host = open_host(locations, settings=HostSettings(recall_shadow=shadow), recall=recall)
+    host.register_document("ann", "doc")
+    notebook, _ = host.open_notebook("ann", "doc", "run-1")
+    token = host.agent_token(notebook.id)
+    notes = [
+        ("lead:reef-survey", "coral reef recovery survey, methods missing"),
+        ("dataset:tides", "tide gauge records 1990 to 2014"),
+    ]
+    host.call_tool(
+        token,
+        "remember",
+        {
+            "based_on": 0,
+            "request_id": "r",
+            "changes": [
+                {"op": "add", "record": {"name": name, "text": text}} for name, text in notes
+            ],
+        },
+    )
+    recall.catch_up_all()
+    return host, token, notebook.id
+
+
+def test_shadow_recall_computes_and_measures_but_shows_nothing(tmp_path: Path) -> None:
+    host, token, _ = _host(tmp_path, shadow=True)
+    answer = host.call_tool(token, "recall", {"text": "reef recovery"})
+    assert answer == {"rows": [], "shadow": True, "pending": 0}
+    assert 'event="recall_shadow_rows"' in host.metrics.render()
+
+
+def test_recall_when_on_returns_names_digests_and_scores_only(tmp_path: Path) -> None:
+    host, token, _ = _host(tmp_path, shadow=False)
+    answer = host.call_tool(token, "recall", {"text": "coral reef recovery", "limit": 2})
+    assert answer["shadow"] is False
+    assert answer["rows"][0]["name"] == "lead:reef-survey"
+    assert set(answer["rows"][0]) == {"name", "digest", "origin", "score"}
+    assert "methods missing" not in json.dumps(answer)
+
+
+def test_forgetting_drops_the_notebooks_vectors(tmp_path: Path) -> None:
+    host, token, notebook_id = _host(tmp_path, shadow=False)
+    host.forget("ann", notebook_id)
+    assert host.call_tool(token, "recall", {"text": "reef"})["error"]["code"] == "purged"
+    from oh.storage.libsql_vectors import LibsqlVectorStore
+
+    vectors = LibsqlVectorStore(tmp_path / "memory.db")
+    assert vectors.note_digests(notebook_id, "oh-hashing-v1-384") == []
