@@ -7,14 +7,15 @@ difference. ``rebuild`` replaces the current-record table with the replayed stat
 
 from __future__ import annotations
 
-import json
+import hashlib
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from oh.core.canonical import canonical_text, sha256_hex
-from oh.core.changes import LogEntry, fold, genesis_hash
-from oh.core.records import StoredRecord
+from oh.core.canonical import CANONICAL_STRING, canonical_text, load_canonical, sha256_hex
+from oh.core.changes import LogEntry, entry_hash, genesis_hash
+from oh.core.records import StoredRecord, kind_of
 from oh.core.reviewed import knowledge_genesis, revision_hash
 from oh.errors import OhError
 from oh.storage.base import KnowledgeStore, MemoryStore
@@ -61,24 +62,55 @@ class VerifyReport:
         }
 
 
+# A record's content with no ``fields``, written the one way RFC 8785 writes it: the seven keys in
+# order, every string in canonical form, link lists of strings. Text that matches is canonical
+# (it holds no numbers, no non-ASCII keys and nests two levels), so verify needs no parse for the
+# common note; anything else takes the full check.
+_CANONICAL_PLAIN_RECORD = re.compile(
+    (
+        r'\{"contradicts":\[(?:S(?:,S)*+)?\],"depends_on":\[(?:S(?:,S)*+)?\],"fields":\{\}'
+        r',"kind":S,"name":S,"supports":\[(?:S(?:,S)*+)?\],"text":S\}'
+    ).replace("S", CANONICAL_STRING)
+)
+
+
 def _is_canonical(text: str) -> bool:
+    """Whether ``text`` is exactly the canonical serialization of the JSON it holds."""
+    if _CANONICAL_PLAIN_RECORD.fullmatch(text) is not None:
+        return True
     try:
-        return canonical_text(json.loads(text)) == text
+        return canonical_text(load_canonical(text)) == text
     except (ValueError, OhError):
         return False
 
 
 def replay(entries: Iterable[LogEntry]) -> dict[str, StoredRecord]:
-    """Fold a log from the start into the current records it implies."""
+    """Fold a log from the start into the current records it implies (``fold``, inlined)."""
     state: dict[str, StoredRecord] = {}
-    for entry in entries:
-        fold(state, entry)
+    record = StoredRecord
+    for _, version, _, _, author, written_at, changes, _, _ in entries:
+        for op, name, content, digest in changes:
+            if op == "remove":
+                state.pop(name, None)
+            else:
+                assert content is not None and digest is not None
+                state[name] = record(
+                    name, name.partition(":")[0], content, digest, author, written_at, version
+                )
     return state
 
 
 def verify_notebook(
     store: MemoryStore, notebook_id: str, report: VerifyReport | None = None
 ) -> VerifyReport:
+    """Replay one notebook's log and check it; compare the current records with the replay.
+
+    Every content in the log is hashed against its digest, which the entry hash covers, and
+    checked to be canonical. The replay keeps no content: for each current name it keeps the
+    hash of the content that wrote it (the same as its digest unless that change is reported),
+    the digest and the stamps, and each current record is compared through the hash of its
+    content. That is the comparison of the content itself, without holding the notebook twice.
+    """
     report = report if report is not None else VerifyReport()
     problems = report.problems
 
@@ -87,45 +119,72 @@ def verify_notebook(
 
     notebook = store.notebook(notebook_id)
     report.notebooks += 1
-    state: dict[str, StoredRecord] = {}
+    # name -> (hash of the content written, digest, author, written_at, version)
+    state: dict[str, tuple[str, str, str, str, int]] = {}
     prev = genesis_hash(notebook_id)
     expected_version = 0
+    sha256 = hashlib.sha256
     for entry in store.log(notebook_id):
+        nid, version, request_id, fingerprint, author, written_at, changes, prev_hash, hash_ = entry
         report.entries += 1
         expected_version += 1
-        if entry.version != expected_version:
-            problem("version", f"log entry {entry.version} found where {expected_version} belongs")
-            expected_version = entry.version
-        if entry.prev_hash != prev:
-            problem("chain", f"entry {entry.version} does not follow the entry before it")
-        if entry.expected_hash() != entry.hash:
-            problem("chain", f"entry {entry.version} was altered (its hash does not match)")
-        prev = entry.hash
-        for change in entry.changes:
-            if change.content is None:
-                continue
-            if sha256_hex(change.content) != change.digest:
-                problem("digest", f"entry {entry.version}: {change.name} does not match its digest")
-            elif not _is_canonical(change.content):
-                problem("canonical", f"entry {entry.version}: {change.name} is not canonical")
-        fold(state, entry)
+        if version != expected_version:
+            problem("version", f"log entry {version} found where {expected_version} belongs")
+            expected_version = version
+        if prev_hash != prev:
+            problem("chain", f"entry {version} does not follow the entry before it")
+        if hash_ != entry_hash(
+            nid, version, request_id, fingerprint, author, written_at, changes, prev_hash
+        ):
+            problem("chain", f"entry {version} was altered (its hash does not match)")
+        prev = hash_
+        for op, name, content, digest in changes:
+            mismatch = None  # the content's hash, kept only when it is not the digest
+            if content is not None:
+                actual = sha256(content.encode("utf-8")).hexdigest()
+                if actual != digest:
+                    problem("digest", f"entry {version}: {name} does not match its digest")
+                    mismatch = actual
+                elif not _is_canonical(content):
+                    problem("canonical", f"entry {version}: {name} is not canonical")
+            if op == "remove":
+                state.pop(name, None)
+            else:
+                assert content is not None and digest is not None
+                state[name] = (mismatch or digest, digest, author, written_at, version)
     if notebook.version != expected_version:
         problem("head", f"notebook says version {notebook.version}; log ends at {expected_version}")
     if notebook.head_hash != prev:
         problem("head", "notebook head hash does not match the last log entry (truncated log?)")
 
-    current = {record.name: record for record in store.records(notebook_id)}
-    report.records += len(current)
-    for name in sorted(state.keys() | current.keys()):
-        want, have = state.get(name), current.get(name)
+    # Differences are found in whatever order the records come and reported by name.
+    drift: list[tuple[str, int, Problem]] = []
+
+    def differs(name: str, order: int, what: str, detail: str) -> None:
+        drift.append((name, order, Problem(notebook_id, what, detail)))
+
+    for have in store.records(notebook_id):
+        report.records += 1
+        name = have.name
+        want = state.pop(name, None)
+        written = sha256(have.content.encode("utf-8")).hexdigest()
         if want is None:
-            problem("drift", f"{name} is current but the log removed or never wrote it")
-        elif have is None:
-            problem("drift", f"{name} is missing from the current records")
-        elif have != want:
-            problem("drift", f"{name} differs from the log's version {want.version}")
-        if have is not None and sha256_hex(have.content) != have.digest:
-            problem("digest", f"current {name} does not match its digest")
+            differs(name, 0, "drift", f"{name} is current but the log removed or never wrote it")
+        elif (
+            written != want[0]
+            or have.digest != want[1]
+            or have.author != want[2]
+            or have.written_at != want[3]
+            or have.version != want[4]
+            or have.kind != kind_of(name)
+        ):
+            differs(name, 0, "drift", f"{name} differs from the log's version {want[4]}")
+        if written != have.digest:
+            differs(name, 1, "digest", f"current {name} does not match its digest")
+    for name in state:
+        differs(name, 0, "drift", f"{name} is missing from the current records")
+    drift.sort(key=lambda found: found[:2])
+    problems.extend(found for _, _, found in drift)
     return report
 
 

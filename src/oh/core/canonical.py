@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import rfc8785
@@ -22,9 +23,11 @@ import rfc8785
 from oh.errors import InvalidArgument
 
 __all__ = [
+    "CANONICAL_STRING",
     "MAX_DEPTH",
     "MAX_SAFE_INTEGER",
     "canonical_bytes",
+    "canonical_string",
     "canonical_text",
     "check_json",
     "load_canonical",
@@ -37,6 +40,20 @@ MAX_DEPTH = 32
 
 _fast_encoder = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
+)
+
+# One string as RFC 8785 writes it: the standard library's writer with ensure_ascii=False
+# escapes exactly '"', '\\' and the control characters (\b \t \n \f \r, the others as
+# \u00xx in lowercase hex) and leaves every other character literal, as RFC 8785 does. That
+# holds for any string without a lone surrogate; callers that skip validation find those when
+# they encode the result to UTF-8, which fails on them.
+canonical_string: Callable[[str], str] = json.encoder.encode_basestring
+
+# A regular expression for exactly the strings ``canonical_string`` writes for strings without
+# a lone surrogate: literal characters other than '"', '\\', controls and surrogates, and the
+# escapes RFC 8785 uses. A text made only of such strings and fixed punctuation is canonical.
+CANONICAL_STRING = (
+    r'"(?:[^"\\\x00-\x1f\ud800-\udfff]++|\\(?:["\\bfnrt]|u00(?:0[0-7bef]|1[0-9a-f])))*+"'
 )
 
 

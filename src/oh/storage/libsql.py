@@ -32,13 +32,12 @@ from oh.core.changes import (
     RememberResult,
     check_against,
     entry_hash,
-    fingerprint,
+    fingerprint_and_log,
     genesis_hash,
-    log_changes,
 )
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, NotebookState, check_not_closed, check_writable
-from oh.core.records import StoredRecord
+from oh.core.records import StoredRecord, kind_of
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -240,6 +239,194 @@ def _notebook(row: Sequence[Any]) -> Notebook:
     )
 
 
+# What a remember call reads, in one statement: the notebook's state, version and head, the
+# version and fingerprint of an earlier call with the same request id, and which of the named
+# records exist (one name: 1 or NULL; several, passed as a JSON array: a JSON array of names).
+_REMEMBER_READ = (
+    "SELECT n.state, n.forgets_at, n.version, n.head_hash, l.version, l.fingerprint, ({})"
+    " FROM notebooks AS n LEFT JOIN log AS l ON l.notebook_id = n.id AND l.request_id = ?2"
+    " WHERE n.id = ?1"
+)
+_REMEMBER_ONE_READ = _REMEMBER_READ.format(
+    "SELECT 1 FROM records WHERE notebook_id = ?1 AND name = ?3"
+)
+_REMEMBER_MANY_READ = _REMEMBER_READ.format(
+    "SELECT json_group_array(name) FROM records"
+    " WHERE notebook_id = ?1 AND name IN (SELECT value FROM json_each(?3))"
+)
+# Values as one JSON array (or rows as an array of arrays), which SQLite's json_each and ->> read
+# back exactly: the standard library writes every string losslessly (ensure_ascii=False:
+# characters stay literal, only quotes, backslashes and controls are escaped), None as null and
+# integers as integers.
+_ROWS_PER_STATEMENT = 500
+_json_rows = json.JSONEncoder(
+    ensure_ascii=False, check_circular=False, separators=(",", ":")
+).encode
+
+
+# A page of `store.log`: about this many changes (and at most `batch` entries). Small pages keep
+# memory flat and are faster too (measured: 500 changes a page reads ~10% faster than 2,000).
+_LOG_PAGE_CHANGES = 500
+_LOG_COLUMNS = "version, request_id, fingerprint, author, written_at, prev_hash, hash"
+_new_tuple = tuple.__new__  # builds a named tuple from a row without its Python-level __new__
+
+
+def _log_entries(conn: Any, notebook_id: str, heads: list[Any]) -> list[LogEntry]:
+    """The entries whose log rows are ``heads`` (in version order), with their changes."""
+    if not heads:
+        return []
+    rows = conn.execute(
+        "SELECT op, name, content, digest, version FROM log_changes"
+        " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version, seq",
+        (notebook_id, heads[0][0], heads[-1][0]),
+    ).fetchall()
+    entries: list[LogEntry] = []
+    append = entries.append
+    at, end = 0, len(rows)
+    for version, request_id, fingerprint, author, written_at, prev_hash, hash_ in heads:
+        changes = []
+        while at < end:
+            row = rows[at]
+            if row[4] > version:
+                break
+            at += 1
+            if row[4] == version:  # a change whose entry is missing belongs to no entry
+                changes.append(_new_tuple(LoggedChange, row[:4]))
+        append(
+            _new_tuple(
+                LogEntry,
+                (
+                    notebook_id,
+                    version,
+                    request_id,
+                    fingerprint,
+                    author,
+                    written_at,
+                    tuple(changes),
+                    prev_hash,
+                    hash_,
+                ),
+            )
+        )
+    return entries
+
+
+def _known_heads(store: object) -> dict[str, tuple[int, str]]:
+    """The ``(version, head hash)`` of each notebook as this store last read or wrote it.
+
+    Only a guess: ``_append_after_known_head`` writes nothing unless the database still agrees.
+    Kept on the store object (created on first use) and bounded by ``_remember_head``.
+    """
+    heads: dict[str, tuple[int, str]] = vars(store).setdefault("_known_heads", {})
+    return heads
+
+
+def _remember_head(
+    heads: dict[str, tuple[int, str]], notebook_id: str, version: int, head_hash: str
+) -> None:
+    if len(heads) >= 1024 and notebook_id not in heads:
+        heads.clear()
+    heads[notebook_id] = (version, head_hash)
+
+
+def _append_after_known_head(conn: Any, wait: float, entry: LogEntry) -> str | None:
+    """Append ``entry`` (one change; its ``hash`` is computed here) in four statements instead
+    of five, or do nothing.
+
+    ``remember`` first reads the notebook's state, version and head, an earlier call with the
+    request id and whether the name exists, then decides (oh.core). When this store already
+    knows the head the caller's ``based_on`` names, the write can go ahead on the assumption
+    that all those checks pass, each assumption being a condition the statements themselves
+    test: the entry is inserted only from a notebook row that is open, unexpired, at version
+    ``based_on`` with that head; the unique request id and an added name's primary key refuse a
+    duplicate; a replaced or removed record must be there. So this either writes exactly what
+    the full path would (returning the new head) or rolls back and returns None, and the full
+    path runs and decides.
+    """
+    ((op, name, content, digest),) = entry.changes
+    notebook_id, version, author, written_at = entry[0], entry[1], entry[4], entry[5]
+    new_hash = entry_hash(*entry[:8])
+    when_free(conn, "BEGIN IMMEDIATE", wait)
+    try:
+        done = (
+            conn.execute(
+                "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+                " written_at, prev_hash, hash) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8"
+                " FROM notebooks WHERE id = ?1 AND state = 'open' AND forgets_at > ?6"
+                " AND version = ?2 - 1 AND head_hash = ?7",
+                (*entry[:6], entry.prev_hash, new_hash),
+            ).rowcount
+            == 1
+        )
+        if done:
+            conn.execute(
+                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
+                " VALUES (?, ?, 0, ?, ?, ?, ?)",
+                (notebook_id, version, op, name, content, digest),
+            )
+            if op == "add":  # the primary key refuses a name that exists
+                conn.execute(
+                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                    " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        notebook_id,
+                        name,
+                        kind_of(name),
+                        content,
+                        digest,
+                        author,
+                        written_at,
+                        version,
+                    ),
+                )
+            elif op == "replace":
+                done = (
+                    conn.execute(
+                        "UPDATE records SET kind = ?, content = ?, digest = ?, author = ?,"
+                        " written_at = ?, version = ? WHERE notebook_id = ? AND name = ?",
+                        (
+                            kind_of(name),
+                            content,
+                            digest,
+                            author,
+                            written_at,
+                            version,
+                            notebook_id,
+                            name,
+                        ),
+                    ).rowcount
+                    == 1
+                )
+            else:
+                done = (
+                    conn.execute(
+                        "DELETE FROM records WHERE notebook_id = ? AND name = ?",
+                        (notebook_id, name),
+                    ).rowcount
+                    == 1
+                )
+        if done:
+            conn.execute(
+                "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
+                (version, new_hash, notebook_id),
+            )
+    except ValueError:
+        done = False  # a unique key refused it (or anything else: the full path will tell)
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    if not done:
+        conn.execute("ROLLBACK")
+        return None
+    try:
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return new_hash
+
+
 class LibsqlDatabase:
     """One libSQL file behind one connection and one lock, migrated on open. Thread-safe."""
 
@@ -386,97 +573,176 @@ class LibsqlMemoryStore(LibsqlDatabase):
         now: datetime,
     ) -> RememberResult:
         # Everything that needs no database happens before the write lock is taken.
-        payload = fingerprint(based_on, changes)
-        logged = log_changes(changes)
+        payload, logged = fingerprint_and_log(based_on, changes)
         written_at = utc_text(now)
-        with self._write() as conn:
-            row = conn.execute(
-                "SELECT state, forgets_at, version, head_hash FROM notebooks WHERE id = ?",
-                (notebook_id,),
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"no notebook {notebook_id}")
-            state, forgets_at, version, head_hash = row
-            check_writable(notebook_id, state, forgets_at, now)
-            prior = conn.execute(
-                "SELECT version, fingerprint FROM log WHERE notebook_id = ? AND request_id = ?",
-                (notebook_id, request_id),
-            ).fetchone()
-            if prior is not None:
-                if prior[1] != payload:
-                    raise RequestIdReused(
-                        f"request_id {request_id!r} was used for a different write",
-                        request_id=request_id,
+        single = len(logged) == 1
+        names = logged[0].name if single else _json_rows([c.name for c in logged])
+        heads = _known_heads(self)
+        with self._lock, translated():
+            conn = self._conn
+            known = heads.get(notebook_id)
+            if single and known is not None and known[0] == based_on:
+                appended = _append_after_known_head(
+                    conn,
+                    self.busy_wait,
+                    LogEntry(
+                        notebook_id,
+                        based_on + 1,
+                        request_id,
+                        payload,
+                        author,
+                        written_at,
+                        logged,
+                        known[1],
+                        "",
+                    ),
+                )
+                if appended is not None:
+                    heads[notebook_id] = (based_on + 1, appended)
+                    return Applied(based_on + 1, ((logged[0].name, logged[0].digest),))
+            when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
+            try:
+                # One statement reads all the call depends on: the notebook, an earlier call
+                # with this request id, and which of the named records exist.
+                row = conn.execute(
+                    _REMEMBER_ONE_READ if single else _REMEMBER_MANY_READ,
+                    (notebook_id, request_id, names),
+                ).fetchone()
+                if row is None:
+                    raise NotFound(f"no notebook {notebook_id}")
+                state, forgets_at, version, head_hash, prior, prior_payload, existing = row
+                _remember_head(heads, notebook_id, version, head_hash)
+                if state != "open" or written_at >= forgets_at:
+                    check_writable(notebook_id, state, forgets_at, now)
+                if prior is not None:
+                    if prior_payload != payload:
+                        raise RequestIdReused(
+                            f"request_id {request_id!r} was used for a different write",
+                            request_id=request_id,
+                        )
+                    result: RememberResult = self._entry(conn, notebook_id, prior).result()
+                elif based_on != version:
+                    result = Refused(current_version=version)
+                else:
+                    check_against(
+                        changes,
+                        ((names,) if existing else ()) if single else json.loads(existing),
                     )
-                return self._entry(conn, notebook_id, prior[0]).result()
-            if based_on != version:
-                return Refused(current_version=version)
-            names = [change.name for change in changes]
-            marks = ",".join("?" * len(names))
-            existing = conn.execute(
-                f"SELECT name FROM records WHERE notebook_id = ? AND name IN ({marks})",
-                (notebook_id, *names),
-            ).fetchall()
-            check_against(changes, (r[0] for r in existing))
-            new_version = version + 1
-            new_hash = entry_hash(
-                notebook_id, new_version, request_id, payload, author, written_at, logged, head_hash
-            )
-            conn.execute(
-                "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
-                " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    notebook_id,
-                    new_version,
-                    request_id,
-                    payload,
-                    author,
-                    written_at,
-                    head_hash,
-                    new_hash,
-                ),
-            )
-            conn.executemany(
-                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (notebook_id, new_version, seq, c.op, c.name, c.content, c.digest)
-                    for seq, c in enumerate(logged)
-                ],
-            )
-            self._apply_current(conn, notebook_id, logged, author, written_at, new_version)
-            conn.execute(
-                "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
-                (new_version, new_hash, notebook_id),
-            )
-        return Applied(new_version, tuple((c.name, c.digest) for c in logged))
+                    version += 1
+                    new_hash = entry_hash(
+                        notebook_id,
+                        version,
+                        request_id,
+                        payload,
+                        author,
+                        written_at,
+                        logged,
+                        head_hash,
+                    )
+                    conn.execute(
+                        "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+                        " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (
+                            notebook_id,
+                            version,
+                            request_id,
+                            payload,
+                            author,
+                            written_at,
+                            head_hash,
+                            new_hash,
+                        ),
+                    )
+                    self._apply_current(conn, notebook_id, logged, author, written_at, version)
+                    conn.execute(
+                        "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
+                        (version, new_hash, notebook_id),
+                    )
+                    result = Applied(version, tuple((c.name, c.digest) for c in logged))
+                conn.execute("COMMIT")
+            except BaseException:
+                heads.pop(notebook_id, None)
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if isinstance(result, Applied) and prior is None:
+                heads[notebook_id] = (version, new_hash)
+        return result
 
     @staticmethod
     def _apply_current(
         conn: Any,
         notebook_id: str,
-        logged: Iterable[LoggedChange],
+        logged: Sequence[LoggedChange],
         author: str,
         written_at: str,
         version: int,
     ) -> None:
-        upserts = []
-        removals = []
-        for c in logged:
-            if c.op == "remove":
-                removals.append((notebook_id, c.name))
-            else:
-                kind = c.name.partition(":")[0]
-                upserts.append(
-                    (notebook_id, c.name, kind, c.content, c.digest, author, written_at, version)
+        """Write a new entry's changes to ``log_changes`` and to the current records.
+
+        libsql prepares every statement anew (it keeps no statement cache) and ``executemany``
+        prepares one statement per row, so each statement's text, its parameters and the
+        triggers it fires are paid on every call. One change takes two short statements; several
+        take one statement per table however many they are: the changes travel as JSON arrays
+        that SQLite's ``json_each`` unpacks, and the current records are copied from the
+        ``log_changes`` rows just written, so no content is bound twice.
+        """
+        if len(logged) == 1:
+            op, name, content, digest = logged[0]
+            conn.execute(
+                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
+                " VALUES (?, ?, 0, ?, ?, ?, ?)",
+                (notebook_id, version, op, name, content, digest),
+            )
+            if op == "remove":
+                conn.execute(
+                    "DELETE FROM records WHERE notebook_id = ? AND name = ?", (notebook_id, name)
                 )
-        if removals:
-            conn.executemany("DELETE FROM records WHERE notebook_id = ? AND name = ?", removals)
-        if upserts:
-            conn.executemany(
+            else:
+                conn.execute(
+                    "INSERT OR REPLACE INTO records (notebook_id, name, kind, content, digest,"
+                    " author, written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        notebook_id,
+                        name,
+                        kind_of(name),
+                        content,
+                        digest,
+                        author,
+                        written_at,
+                        version,
+                    ),
+                )
+            return
+        # Contents are the rows json_each walks; ops, names and digests are looked up by index
+        # in their own short arrays (cheaper than unpacking one array per change).
+        conn.execute(
+            "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
+            " SELECT ?1, ?2, key, ?4 ->> key, ?5 ->> key, value, ?6 ->> key FROM json_each(?3)",
+            (
+                notebook_id,
+                version,
+                _json_rows([c.content for c in logged]),
+                _json_rows([c.op for c in logged]),
+                _json_rows([c.name for c in logged]),
+                _json_rows([c.digest for c in logged]),
+            ),
+        )
+        removed = [c.name for c in logged if c.op == "remove"]
+        if removed:
+            conn.execute(
+                "DELETE FROM records WHERE notebook_id = ? AND name IN"
+                " (SELECT value FROM json_each(?))",
+                (notebook_id, _json_rows(removed)),
+            )
+        if len(removed) < len(logged):
+            conn.execute(
                 "INSERT OR REPLACE INTO records (notebook_id, name, kind, content, digest, author,"
-                " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                upserts,
+                " written_at, version) SELECT notebook_id, name, CASE WHEN instr(name, ':') > 0"
+                " THEN substr(name, 1, instr(name, ':') - 1) ELSE name END, content, digest, ?3,"
+                " ?4, version FROM log_changes"
+                " WHERE notebook_id = ?1 AND version = ?2 AND op != 'remove'",
+                (notebook_id, version, author, written_at),
             )
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
@@ -498,12 +764,17 @@ class LibsqlMemoryStore(LibsqlDatabase):
     _RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
 
     def records(self, notebook_id: str) -> list[StoredRecord]:
+        # Rows are turned into records a thousand at a time, so the driver's rows for the
+        # whole notebook never sit in memory beside the records (and it is faster, too).
+        records: list[StoredRecord] = []
         with self._lock, translated():
-            rows = self._conn.execute(
+            cursor = self._conn.execute(
                 f"SELECT {self._RECORD_COLUMNS} FROM records WHERE notebook_id = ? ORDER BY name",
                 (notebook_id,),
-            ).fetchall()
-        return [StoredRecord(*row) for row in rows]
+            )
+            while rows := cursor.fetchmany(1000):
+                records += [StoredRecord(*row) for row in rows]
+        return records
 
     def record(self, notebook_id: str, name: str) -> StoredRecord | None:
         with self._lock, translated():
@@ -521,45 +792,36 @@ class LibsqlMemoryStore(LibsqlDatabase):
 
     @staticmethod
     def _entries(conn: Any, notebook_id: str, first: int, last: int) -> list[LogEntry]:
+        """The entries with versions ``first`` to ``last``, in version order."""
         heads = conn.execute(
-            "SELECT version, request_id, fingerprint, author, written_at, prev_hash, hash"
-            " FROM log WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
+            f"SELECT {_LOG_COLUMNS} FROM log"
+            " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
             (notebook_id, first, last),
         ).fetchall()
-        grouped: dict[int, list[LoggedChange]] = {}
-        for version, op, name, content, digest in conn.execute(
-            "SELECT version, op, name, content, digest FROM log_changes"
-            " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version, seq",
-            (notebook_id, first, last),
-        ).fetchall():
-            grouped.setdefault(version, []).append(LoggedChange(op, name, content, digest))
-        return [
-            LogEntry(
-                notebook_id,
-                version,
-                request_id,
-                fp,
-                author,
-                written_at,
-                tuple(grouped.get(version, ())),
-                prev_hash,
-                hash_,
-            )
-            for version, request_id, fp, author, written_at, prev_hash, hash_ in heads
-        ]
+        return _log_entries(conn, notebook_id, heads)
 
-    def log(self, notebook_id: str, *, batch: int = 5000) -> Iterator[LogEntry]:
-        first = 1
+    def log(self, notebook_id: str, *, batch: int = 1000) -> Iterator[LogEntry]:
+        """The log in version order, read a page at a time (each page one read transaction).
+
+        A page holds at most ``batch`` entries and about ``_LOG_PAGE_CHANGES`` changes, so
+        memory stays flat whatever the log's length or the number of changes per entry, and the
+        consumer's work on one page overlaps nothing: the lock is released between pages.
+        """
+        after, size = 0, min(batch, 16)
         while True:
             with self._read() as conn:
-                entries = self._entries(conn, notebook_id, first, first + batch - 1)
-                last = conn.execute(
-                    "SELECT max(version) FROM log WHERE notebook_id = ?", (notebook_id,)
-                ).fetchone()[0]
+                heads = conn.execute(
+                    f"SELECT {_LOG_COLUMNS} FROM log"
+                    " WHERE notebook_id = ? AND version > ? ORDER BY version LIMIT ?",
+                    (notebook_id, after, size),
+                ).fetchall()
+                entries = _log_entries(conn, notebook_id, heads)
             yield from entries
-            if last is None or first + batch - 1 >= last:
+            if len(heads) < size:
                 return
-            first += batch
+            after = heads[-1][0]
+            changes = sum(len(entry.changes) for entry in entries)
+            size = max(1, min(batch, size * _LOG_PAGE_CHANGES // max(changes, 1)))
 
     def save_answer(self, answer: Answer, now: datetime) -> None:
         rows = encode_rows(answer.rows)
@@ -665,17 +927,21 @@ class LibsqlMemoryStore(LibsqlDatabase):
         return version[0], [(name, digest) for name, digest in rows]
 
     def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
+        # Rows travel as JSON arrays, a few hundred per statement: executemany would prepare
+        # one statement (and compile its trigger) per row.
         rows = [
-            (notebook_id, r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version)
+            [r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version]
             for r in records
         ]
         with self._write() as conn:
             conn.execute("DELETE FROM records WHERE notebook_id = ?", (notebook_id,))
-            conn.executemany(
-                "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
-                " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            for start in range(0, len(rows), _ROWS_PER_STATEMENT):
+                conn.execute(
+                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                    " written_at, version) SELECT ?1, value ->> 0, value ->> 1, value ->> 2,"
+                    " value ->> 3, value ->> 4, value ->> 5, value ->> 6 FROM json_each(?2)",
+                    (notebook_id, _json_rows(rows[start : start + _ROWS_PER_STATEMENT])),
+                )
 
     # -- export and import (SPEC §9) ------------------------------------------------------
 
