@@ -34,7 +34,7 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Problem:
     notebook_id: str
-    what: str  # chain | version | digest | canonical | drift | head
+    what: str  # chain | version | digest | canonical | drift | head | forgotten
     detail: str
 
     def to_json(self) -> dict[str, str]:
@@ -119,6 +119,18 @@ def verify_notebook(
 
     notebook = store.notebook(notebook_id)
     report.notebooks += 1
+    if notebook.state in ("purged", "empty"):
+        # A tombstone keeps its identity, version and head, and nothing else: any log entry or
+        # record left behind is content that forgetting should have removed.
+        leftover_entries = sum(1 for _ in store.log(notebook_id))
+        leftover_records = len(store.records(notebook_id))
+        if leftover_entries or leftover_records:
+            problem(
+                "forgotten",
+                f"{notebook.state} notebook still holds {leftover_entries} log entries and"
+                f" {leftover_records} records",
+            )
+        return report
     # name -> (hash of the content written, digest, author, written_at, version)
     state: dict[str, tuple[str, str, str, str, int]] = {}
     prev = genesis_hash(notebook_id)

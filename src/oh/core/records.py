@@ -122,15 +122,19 @@ class Record:
         if type(fields) is not dict:
             raise InvalidArgument("record.fields must be a JSON object")
         check_json(text, "record.text")
-        size = len(canonical_text(fields, "record.fields").encode("utf-8"))
-        if size > MAX_FIELDS_BYTES:
-            raise InvalidArgument(
-                f"record.fields is {size} bytes as canonical JSON; at most {MAX_FIELDS_BYTES}"
-            )
+        if fields:  # most notes have none: nothing to measure or copy
+            size = len(canonical_text(fields, "record.fields").encode("utf-8"))
+            if size > MAX_FIELDS_BYTES:
+                raise InvalidArgument(
+                    f"record.fields is {size} bytes as canonical JSON; at most {MAX_FIELDS_BYTES}"
+                )
+            fields = copy.deepcopy(fields)
+        else:
+            fields = {}
         return cls(
             name=name,
             text=text,
-            fields=copy.deepcopy(fields),
+            fields=fields,
             depends_on=_links(value.get("depends_on"), "depends_on", name),
             supports=_links(value.get("supports"), "supports", name),
             contradicts=_links(value.get("contradicts"), "contradicts", name),
@@ -142,7 +146,7 @@ class Record:
             "name": self.name,
             "kind": self.kind,
             "text": self.text,
-            "fields": copy.deepcopy(dict(self.fields)),
+            "fields": copy.deepcopy(dict(self.fields)) if self.fields else {},
             "depends_on": list(self.depends_on),
             "supports": list(self.supports),
             "contradicts": list(self.contradicts),

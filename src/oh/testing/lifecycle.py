@@ -27,6 +27,7 @@ from oh.errors import (
 from oh.notebooks import Notebooks, purge_expired
 from oh.storage.base import MemoryStore, PurgeAccess
 from oh.testing.memory_store import T0, StoreHarness, add, write
+from oh.verify import verify_notebook
 
 __all__ = ["FakeClock", "LifecycleHarness", "NotebookLifecycleConformance"]
 
@@ -441,3 +442,17 @@ class NotebookLifecycleConformance:
         assert leftover == []
         if how == "forget":
             assert store.records(keep.id)[0].verified_content()["text"] == "still here"
+
+    def test_a_forgotten_or_purged_notebook_verifies(
+        self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock, access: PurgeAccess
+    ) -> None:
+        forgotten = notebooks.open("ann", "doc", "run-1")
+        write(store, forgotten.id, 0, "r-1", add("note:a"), now=clock())
+        notebooks.forget(forgotten.id, "ann")
+        purged = notebooks.open("ann", "doc", "run-2")
+        write(store, purged.id, 0, "r-1", add("note:b"), now=clock())
+        clock.advance(hours=25)
+        purge_expired(access, clock())
+        for notebook_id in (forgotten.id, purged.id):
+            report = verify_notebook(store, notebook_id)
+            assert report.ok, report.problems
