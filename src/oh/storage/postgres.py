@@ -36,10 +36,9 @@ from oh.core.changes import (
     RememberResult,
     check_against,
     entry_hash,
-    fingerprint,
+    fingerprint_and_log,
     fold,
     genesis_hash,
-    log_changes,
 )
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, NotebookState, check_not_closed, check_writable
@@ -477,8 +476,7 @@ class PostgresMemoryStore(PostgresDatabase):
         now: datetime,
     ) -> RememberResult:
         # Everything that needs no database happens before the notebook's row is locked.
-        payload = fingerprint(based_on, changes)
-        logged = log_changes(changes)
+        payload, logged = fingerprint_and_log(based_on, changes)
         written_at = utc_text(now)
         names = [change.name for change in changes]
         with self._transaction() as conn:
