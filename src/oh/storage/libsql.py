@@ -36,7 +36,7 @@ from oh.core.changes import (
     genesis_hash,
 )
 from oh.core.clock import utc_text
-from oh.core.notebook import Notebook, NotebookState, check_not_closed, check_writable
+from oh.core.notebook import Notebook, check_not_closed, check_writable
 from oh.core.records import StoredRecord, kind_of
 from oh.errors import (
     AlreadyExists,
@@ -48,6 +48,7 @@ from oh.errors import (
     RequestIdReused,
     StorageUnavailable,
 )
+from oh.storage.rows import NOTEBOOK_COLUMNS, notebook_from_row
 
 __all__ = [
     "LibsqlDatabase",
@@ -214,29 +215,6 @@ def delete_content(conn: Any, notebook_id: str) -> dict[str, int]:
         table: conn.execute(f"DELETE FROM {table} WHERE notebook_id = ?", (notebook_id,)).rowcount
         for table in CONTENT_TABLES
     }
-
-
-_NOTEBOOK_COLUMNS = (
-    "id, owner, document, run, state, started_at, forgets_at, version, pinned_revision,"
-    " head_hash, purged_at"
-)
-
-
-def _notebook(row: Sequence[Any]) -> Notebook:
-    state: NotebookState = row[4]
-    return Notebook(
-        id=row[0],
-        owner=row[1],
-        document=row[2],
-        run=row[3],
-        state=state,
-        started_at=row[5],
-        forgets_at=row[6],
-        version=row[7],
-        pinned_revision=row[8],
-        head_hash=row[9],
-        purged_at=row[10],
-    )
 
 
 # What a remember call reads, in one statement: the notebook's state, version and head, the
@@ -534,11 +512,11 @@ class LibsqlMemoryStore(LibsqlDatabase):
 
     def _notebook(self, conn: Any, notebook_id: str) -> Notebook:
         row = conn.execute(
-            f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks WHERE id = ?", (notebook_id,)
+            f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE id = ?", (notebook_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
-        return _notebook(row)
+        return notebook_from_row(row)
 
     def notebook(self, notebook_id: str) -> Notebook:
         with self._lock, translated():
@@ -547,11 +525,11 @@ class LibsqlMemoryStore(LibsqlDatabase):
     def find_notebook(self, owner: str, document: str, run: str) -> Notebook | None:
         with self._lock, translated():
             row = self._conn.execute(
-                f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks"
+                f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks"
                 " WHERE owner = ? AND document = ? AND run = ?",
                 (owner, document, run),
             ).fetchone()
-        return None if row is None else _notebook(row)
+        return None if row is None else notebook_from_row(row)
 
     def notebook_ids(self) -> list[str]:
         with self._lock, translated():
@@ -884,7 +862,7 @@ class LibsqlMemoryStore(LibsqlDatabase):
         )
 
     def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
-        columns = ", ".join(f"n.{c.strip()}" for c in _NOTEBOOK_COLUMNS.split(","))
+        columns = ", ".join(f"n.{c.strip()}" for c in NOTEBOOK_COLUMNS.split(","))
         with self._lock, translated():
             row = self._conn.execute(
                 f"SELECT {columns}, r.name, r.kind, r.content, r.digest, r.author,"
@@ -894,7 +872,7 @@ class LibsqlMemoryStore(LibsqlDatabase):
             ).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
-        notebook = _notebook(row[:11])
+        notebook = notebook_from_row(row[:11])
         return notebook, None if row[11] is None else StoredRecord(*row[11:])
 
     def changes_after(

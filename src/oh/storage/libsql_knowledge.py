@@ -7,8 +7,7 @@ hash-chained per owner like the notebook log.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from oh.core.canonical import canonical_text, sha256_hex
@@ -18,61 +17,20 @@ from oh.core.reviewed import (
     Proposal,
     ReviewedRecord,
     Revision,
-    Source,
     knowledge_genesis,
     revision_hash,
 )
 from oh.errors import AlreadyExists, NotFound
 from oh.storage.base import PackInstall
 from oh.storage.libsql import LibsqlDatabase, translated
+from oh.storage.rows import (
+    PROPOSAL_COLUMNS,
+    REVIEWED_COLUMNS,
+    proposal_from_row,
+    reviewed_from_row,
+)
 
 __all__ = ["LibsqlKnowledgeStore"]
-
-
-_REVIEWED_COLUMNS = (
-    "name, kind, content, digest, author, written_at, revision, source, decision, proposal_id,"
-    " supersedes"
-)
-_PROPOSAL_COLUMNS = (
-    "id, owner, proposed_by, proposed_at, name, content, digest, source, state, notebook_id,"
-    " note_name, note_author, note_version, decision, revision"
-)
-
-
-def _reviewed(row: Sequence[Any]) -> ReviewedRecord:
-    return ReviewedRecord(
-        name=row[0],
-        kind=row[1],
-        content=row[2],
-        digest=row[3],
-        author=row[4],
-        written_at=row[5],
-        revision=row[6],
-        source=Source(**json.loads(row[7])),
-        decision=Decision.from_json(json.loads(row[8])),
-        proposal_id=row[9],
-        supersedes=row[10],
-    )
-
-
-def _proposal(row: Sequence[Any]) -> Proposal:
-    note = None
-    if row[9] is not None:
-        note = {"notebook": row[9], "name": row[10], "author": row[11], "version": row[12]}
-    return Proposal(
-        id=row[0],
-        owner=row[1],
-        proposed_by=row[2],
-        proposed_at=row[3],
-        name=row[4],
-        content=row[5],
-        digest=row[6],
-        source=Source(**json.loads(row[7])),
-        state=row[8],
-        note=note,
-        decision=None if row[13] is None else Decision.from_json(json.loads(row[13])),
-        revision=row[14],
-    )
 
 
 class LibsqlKnowledgeStore(LibsqlDatabase):
@@ -101,24 +59,24 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
         with self._read() as conn:
             self._check_revision(conn, owner, revision)
             rows = conn.execute(
-                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed AS r"
+                f"SELECT {REVIEWED_COLUMNS} FROM reviewed AS r"
                 " WHERE owner = ? AND revision = (SELECT max(revision) FROM reviewed"
                 " WHERE owner = r.owner AND name = r.name AND revision <= ?)"
                 " ORDER BY name",
                 (owner, revision),
             ).fetchall()
-        return [_reviewed(row) for row in rows]
+        return [reviewed_from_row(row) for row in rows]
 
     def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None:
         with self._read() as conn:
             self._check_revision(conn, owner, revision)
             row = conn.execute(
-                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed"
+                f"SELECT {REVIEWED_COLUMNS} FROM reviewed"
                 " WHERE owner = ? AND name = ? AND revision <= ?"
                 " ORDER BY revision DESC LIMIT 1",
                 (owner, name, revision),
             ).fetchone()
-        return None if row is None else _reviewed(row)
+        return None if row is None else reviewed_from_row(row)
 
     # -- proposals and decisions ----------------------------------------------------------
 
@@ -147,25 +105,25 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
 
     def _proposal(self, conn: Any, proposal_id: str) -> Proposal:
         row = conn.execute(
-            f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE id = ?", (proposal_id,)
+            f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE id = ?", (proposal_id,)
         ).fetchone()
         if row is None:
             raise NotFound(f"no proposal {proposal_id}")
-        return _proposal(row)
+        return proposal_from_row(row)
 
     def proposal(self, proposal_id: str) -> Proposal:
         with self._lock, translated():
             return self._proposal(self._conn, proposal_id)
 
     def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
-        sql = f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE owner = ?"
+        sql = f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE owner = ?"
         params: tuple[Any, ...] = (owner,)
         if state is not None:
             sql += " AND state = ?"
             params += (state,)
         with self._lock, translated():
             rows = self._conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
-        return [_proposal(row) for row in rows]
+        return [proposal_from_row(row) for row in rows]
 
     @staticmethod
     def _decide(
@@ -249,7 +207,7 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
                 ),
             )
             conn.execute(
-                f"INSERT INTO reviewed (owner, {_REVIEWED_COLUMNS})"
+                f"INSERT INTO reviewed (owner, {REVIEWED_COLUMNS})"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     owner,
@@ -283,11 +241,11 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
     def history(self, owner: str, name: str) -> list[ReviewedRecord]:
         with self._lock, translated():
             rows = self._conn.execute(
-                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed WHERE owner = ? AND name = ?"
+                f"SELECT {REVIEWED_COLUMNS} FROM reviewed WHERE owner = ? AND name = ?"
                 " ORDER BY revision",
                 (owner, name),
             ).fetchall()
-        return [_reviewed(row) for row in rows]
+        return [reviewed_from_row(row) for row in rows]
 
     def revisions(self, owner: str) -> list[Revision]:
         with self._lock, translated():
@@ -436,7 +394,7 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
             )
             for record in reviewed:
                 conn.execute(
-                    f"INSERT INTO reviewed (owner, {_REVIEWED_COLUMNS})"
+                    f"INSERT INTO reviewed (owner, {REVIEWED_COLUMNS})"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         owner,

@@ -41,7 +41,7 @@ from oh.core.changes import (
     genesis_hash,
 )
 from oh.core.clock import utc_text
-from oh.core.notebook import Notebook, NotebookState, check_not_closed, check_writable
+from oh.core.notebook import Notebook, check_not_closed, check_writable
 from oh.core.records import StoredRecord
 from oh.errors import (
     AlreadyExists,
@@ -54,6 +54,7 @@ from oh.errors import (
     RequestIdReused,
     StorageUnavailable,
 )
+from oh.storage.rows import NOTEBOOK_COLUMNS, notebook_from_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -352,28 +353,7 @@ class PostgresDatabase:
             self._pool.close()
 
 
-_NOTEBOOK_COLUMNS = (
-    "id, owner, document, run, state, started_at, forgets_at, version, pinned_revision,"
-    " head_hash, purged_at"
-)
 _RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
-
-
-def _notebook(row: Sequence[Any]) -> Notebook:
-    state: NotebookState = row[4]
-    return Notebook(
-        id=row[0],
-        owner=row[1],
-        document=row[2],
-        run=row[3],
-        state=state,
-        started_at=row[5],
-        forgets_at=row[6],
-        version=row[7],
-        pinned_revision=row[8],
-        head_hash=row[9],
-        purged_at=row[10],
-    )
 
 
 def _counts(value: Any) -> dict[str, int]:
@@ -406,7 +386,7 @@ class PostgresMemoryStore(PostgresDatabase):
                 "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
                 " forgets_at, version, pinned_revision, head_hash)"
                 " VALUES (%s, %s, %s, %s, 'opening', %s, %s, 0, %s, %s)"
-                f" RETURNING {_NOTEBOOK_COLUMNS}",
+                f" RETURNING {NOTEBOOK_COLUMNS}",
                 (
                     notebook_id,
                     owner,
@@ -419,7 +399,7 @@ class PostgresMemoryStore(PostgresDatabase):
                 ),
             ).fetchone()
         assert row is not None
-        return _notebook(row)
+        return notebook_from_row(row)
 
     def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
         with self._transaction() as conn:
@@ -429,22 +409,22 @@ class PostgresMemoryStore(PostgresDatabase):
             check_not_closed(notebook.id, notebook.state)
             row = conn.execute(
                 "UPDATE notebooks SET state = 'open', pinned_revision = %s WHERE id = %s"
-                f" RETURNING {_NOTEBOOK_COLUMNS}",
+                f" RETURNING {NOTEBOOK_COLUMNS}",
                 (pinned_revision, notebook_id),
             ).fetchone()
         assert row is not None
-        return _notebook(row)
+        return notebook_from_row(row)
 
     @staticmethod
     def _notebook(conn: psycopg.Connection[Any], notebook_id: str, lock: bool = False) -> Notebook:
         row = conn.execute(
-            f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks WHERE id = %s"
+            f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE id = %s"
             + (" FOR UPDATE" if lock else ""),
             (notebook_id,),
         ).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
-        return _notebook(row)
+        return notebook_from_row(row)
 
     def notebook(self, notebook_id: str) -> Notebook:
         with self._transaction() as conn:
@@ -453,11 +433,11 @@ class PostgresMemoryStore(PostgresDatabase):
     def find_notebook(self, owner: str, document: str, run: str) -> Notebook | None:
         with self._transaction() as conn:
             row = conn.execute(
-                f"SELECT {_NOTEBOOK_COLUMNS} FROM notebooks"
+                f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks"
                 " WHERE owner = %s AND document = %s AND run = %s",
                 (owner, document, run),
             ).fetchone()
-        return None if row is None else _notebook(row)
+        return None if row is None else notebook_from_row(row)
 
     def notebook_ids(self) -> list[str]:
         with self._transaction() as conn:
@@ -704,7 +684,7 @@ class PostgresMemoryStore(PostgresDatabase):
 
     def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
         """The notebook and one of its current records, in one statement (one snapshot)."""
-        columns = ", ".join(f"n.{c.strip()}" for c in _NOTEBOOK_COLUMNS.split(","))
+        columns = ", ".join(f"n.{c.strip()}" for c in NOTEBOOK_COLUMNS.split(","))
         with self._transaction() as conn:
             row = conn.execute(
                 f"SELECT {columns}, r.name, r.kind, r.content, r.digest, r.author,"
@@ -714,7 +694,7 @@ class PostgresMemoryStore(PostgresDatabase):
             ).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
-        return _notebook(row[:11]), None if row[11] is None else StoredRecord(*row[11:])
+        return notebook_from_row(row[:11]), None if row[11] is None else StoredRecord(*row[11:])
 
     def changes_after(
         self, notebook_id: str, version: int
@@ -844,7 +824,7 @@ class PostgresMemoryStore(PostgresDatabase):
             self._insert_records(conn, notebook.id, state.values())
             row = conn.execute(
                 "UPDATE notebooks SET version = %s, head_hash = %s, state = %s, purged_at = %s"
-                f" WHERE id = %s RETURNING {_NOTEBOOK_COLUMNS}",
+                f" WHERE id = %s RETURNING {NOTEBOOK_COLUMNS}",
                 (
                     notebook.version,
                     notebook.head_hash,
@@ -854,7 +834,7 @@ class PostgresMemoryStore(PostgresDatabase):
                 ),
             ).fetchone()
         assert row is not None
-        return _notebook(row)
+        return notebook_from_row(row)
 
     @staticmethod
     def _insert_records(

@@ -8,8 +8,7 @@ made once, and a proposal is decided once (the trigger refuses changing a decide
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +19,18 @@ from oh.core.reviewed import (
     Proposal,
     ReviewedRecord,
     Revision,
-    Source,
     knowledge_genesis,
     revision_hash,
 )
 from oh.errors import AlreadyExists, NotFound
 from oh.storage.base import PackInstall
 from oh.storage.postgres import PostgresDatabase
+from oh.storage.rows import (
+    PROPOSAL_COLUMNS,
+    REVIEWED_COLUMNS,
+    proposal_from_row,
+    reviewed_from_row,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -35,53 +39,9 @@ __all__ = ["KNOWLEDGE_MIGRATIONS", "PostgresKnowledgeStore", "open_postgres_know
 
 KNOWLEDGE_MIGRATIONS = "oh.storage.migrations.postgres_knowledge"
 
-_REVIEWED_COLUMNS = (
-    "name, kind, content, digest, author, written_at, revision, source, decision, proposal_id,"
-    " supersedes"
-)
-_PROPOSAL_COLUMNS = (
-    "id, owner, proposed_by, proposed_at, name, content, digest, source, state, notebook_id,"
-    " note_name, note_author, note_version, decision, revision"
-)
 _REVISION_COLUMNS = (
     "owner, revision, what, proposal_id, name, digest, made_by, made_at, prev_hash, hash"
 )
-
-
-def _reviewed(row: Sequence[Any]) -> ReviewedRecord:
-    return ReviewedRecord(
-        name=row[0],
-        kind=row[1],
-        content=row[2],
-        digest=row[3],
-        author=row[4],
-        written_at=row[5],
-        revision=row[6],
-        source=Source(**json.loads(row[7])),
-        decision=Decision.from_json(json.loads(row[8])),
-        proposal_id=row[9],
-        supersedes=row[10],
-    )
-
-
-def _proposal(row: Sequence[Any]) -> Proposal:
-    note = None
-    if row[9] is not None:
-        note = {"notebook": row[9], "name": row[10], "author": row[11], "version": row[12]}
-    return Proposal(
-        id=row[0],
-        owner=row[1],
-        proposed_by=row[2],
-        proposed_at=row[3],
-        name=row[4],
-        content=row[5],
-        digest=row[6],
-        source=Source(**json.loads(row[7])),
-        state=row[8],
-        note=note,
-        decision=None if row[13] is None else Decision.from_json(json.loads(row[13])),
-        revision=row[14],
-    )
 
 
 def _proposal_row(proposal: Proposal) -> tuple[Any, ...]:
@@ -163,7 +123,7 @@ _INSERT_REVISION = (
     f"INSERT INTO revisions ({_REVISION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 _INSERT_REVIEWED = (
-    f"INSERT INTO reviewed (owner, {_REVIEWED_COLUMNS})"
+    f"INSERT INTO reviewed (owner, {REVIEWED_COLUMNS})"
     " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
@@ -196,22 +156,22 @@ class PostgresKnowledgeStore(PostgresDatabase):
         with self._snapshot() as conn:
             self._check_revision(conn, owner, revision)
             rows = conn.execute(
-                f"SELECT DISTINCT ON (name) {_REVIEWED_COLUMNS} FROM reviewed"
+                f"SELECT DISTINCT ON (name) {REVIEWED_COLUMNS} FROM reviewed"
                 " WHERE owner = %s AND revision <= %s ORDER BY name, revision DESC",
                 (owner, revision),
             ).fetchall()
-        return [_reviewed(row) for row in rows]
+        return [reviewed_from_row(row) for row in rows]
 
     def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None:
         with self._snapshot() as conn:
             self._check_revision(conn, owner, revision)
             row = conn.execute(
-                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed"
+                f"SELECT {REVIEWED_COLUMNS} FROM reviewed"
                 " WHERE owner = %s AND name = %s AND revision <= %s"
                 " ORDER BY revision DESC LIMIT 1",
                 (owner, name, revision),
             ).fetchone()
-        return None if row is None else _reviewed(row)
+        return None if row is None else reviewed_from_row(row)
 
     # -- proposals and decisions ----------------------------------------------------------
 
@@ -223,27 +183,27 @@ class PostgresKnowledgeStore(PostgresDatabase):
     @staticmethod
     def _proposal(conn: psycopg.Connection[Any], proposal_id: str, lock: bool = False) -> Proposal:
         row = conn.execute(
-            f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE id = %s"
+            f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE id = %s"
             + (" FOR UPDATE" if lock else ""),
             (proposal_id,),
         ).fetchone()
         if row is None:
             raise NotFound(f"no proposal {proposal_id}")
-        return _proposal(row)
+        return proposal_from_row(row)
 
     def proposal(self, proposal_id: str) -> Proposal:
         with self._transaction() as conn:
             return self._proposal(conn, proposal_id)
 
     def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
-        sql = f"SELECT {_PROPOSAL_COLUMNS} FROM proposals WHERE owner = %s"
+        sql = f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE owner = %s"
         params: tuple[Any, ...] = (owner,)
         if state is not None:
             sql += " AND state = %s"
             params += (state,)
         with self._transaction() as conn:
             rows = conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
-        return [_proposal(row) for row in rows]
+        return [proposal_from_row(row) for row in rows]
 
     @staticmethod
     def _check_pending(proposal: Proposal) -> None:
@@ -342,11 +302,11 @@ class PostgresKnowledgeStore(PostgresDatabase):
     def history(self, owner: str, name: str) -> list[ReviewedRecord]:
         with self._transaction() as conn:
             rows = conn.execute(
-                f"SELECT {_REVIEWED_COLUMNS} FROM reviewed WHERE owner = %s AND name = %s"
+                f"SELECT {REVIEWED_COLUMNS} FROM reviewed WHERE owner = %s AND name = %s"
                 " ORDER BY revision",
                 (owner, name),
             ).fetchall()
-        return [_reviewed(row) for row in rows]
+        return [reviewed_from_row(row) for row in rows]
 
     def revisions(self, owner: str) -> list[Revision]:
         with self._transaction() as conn:
