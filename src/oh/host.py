@@ -191,7 +191,12 @@ class Host:
 
     def agent(self, token: str | None) -> str:
         """The notebook an agent credential names; ``unauthenticated`` otherwise."""
-        if not token or not token.startswith(AGENT_TOKEN_PREFIX) or token.count(".") != 1:
+        if (
+            not token
+            or not token.isascii()
+            or not token.startswith(AGENT_TOKEN_PREFIX)
+            or token.count(".") != 1
+        ):
             raise Unauthenticated("an agent token for this notebook is required")
         notebook_id, mac = token[len(AGENT_TOKEN_PREFIX) :].split(".")
         if not hmac.compare_digest(mac, self._agent_mac(notebook_id)):

@@ -156,6 +156,68 @@ def _result(body: dict[str, Any], status: int = 200) -> JSONResponse:
     return JSONResponse(body, status_code=status)
 
 
+def _limited(inner: Any) -> Any:
+    """Wrap an ASGI app so a request body over ``MAX_BODY_BYTES`` is refused before the app
+    reads it: a declared length at once, a chunked body as soon as it grows past the limit."""
+
+    refusal = json.dumps(
+        InvalidArgument(f"request body over {MAX_BODY_BYTES} bytes", limit=MAX_BODY_BYTES).to_json()
+    ).encode()
+
+    async def refuse(send: Any) -> None:
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(refusal)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": refusal})
+
+    async def limited(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await inner(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length" and value.isdigit() and int(value) > MAX_BODY_BYTES:
+                await refuse(send)
+                return
+        seen = 0
+        refused = False
+
+        async def limited_receive() -> Any:
+            nonlocal seen, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > MAX_BODY_BYTES:
+                    refused = True
+                    raise _TooLarge()
+            return message
+
+        try:
+            await inner(scope, limited_receive, send)
+        except _TooLarge:
+            if refused:
+                await refuse(send)
+
+    return _Asgi(limited)
+
+
+class _Asgi:
+    """An ASGI app as an object, so routing calls it with (scope, receive, send) rather than
+    treating it as a request handler."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        await self.app(scope, receive, send)
+
+
 def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     """The reference host's ASGI app. ``mcp`` is ``(asgi_app, lifespan)`` to mount at /mcp."""
 
@@ -505,5 +567,5 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
 
     if mcp is not None:
         # A route, not a mount: POST /mcp is answered directly, not redirected to /mcp/.
-        app.add_route("/mcp", mcp[0], methods=["GET", "POST", "DELETE"])
+        app.add_route("/mcp", _limited(mcp[0]), methods=["GET", "POST", "DELETE"])
     return app

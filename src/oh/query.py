@@ -303,6 +303,10 @@ class TokenSigner:
             raise TokenInvalid("not a token issued by this host") from None
         if not hmac.compare_digest(mac, self._mac(payload)):
             raise TokenInvalid("token signature does not match")
+        # One token, one spelling: the decoder forgives padding, stray characters and unused
+        # bits, so the text must be exactly the canonical encoding of what was signed.
+        if _b64(payload) != payload_text or _b64(mac) != mac_text:
+            raise TokenInvalid("not a token issued by this host")
         claims: dict[str, Any] = json.loads(payload)
         if claims.get("k") != kind:
             raise TokenInvalid(f"not a {kind} token")

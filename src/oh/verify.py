@@ -34,7 +34,7 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Problem:
     notebook_id: str
-    what: str  # chain | version | digest | canonical | drift | head | forgotten
+    what: str  # chain | version | digest | canonical | drift | head | forgotten | damaged
     detail: str
 
     def to_json(self) -> dict[str, str]:
@@ -136,7 +136,15 @@ def verify_notebook(
     prev = genesis_hash(notebook_id)
     expected_version = 0
     sha256 = hashlib.sha256
-    for entry in store.log(notebook_id):
+    entries = iter(store.log(notebook_id))
+    while True:
+        try:
+            entry = next(entries)
+        except StopIteration:
+            break
+        except (OhError, TypeError, ValueError, AttributeError) as exc:
+            problem("damaged", f"the log could not be read past entry {expected_version}: {exc}")
+            break
         nid, version, request_id, fingerprint, author, written_at, changes, prev_hash, hash_ = entry
         report.entries += 1
         expected_version += 1
@@ -145,13 +153,21 @@ def verify_notebook(
             expected_version = version
         if prev_hash != prev:
             problem("chain", f"entry {version} does not follow the entry before it")
-        if hash_ != entry_hash(
-            nid, version, request_id, fingerprint, author, written_at, changes, prev_hash
-        ):
+        try:
+            expected = entry_hash(
+                nid, version, request_id, fingerprint, author, written_at, changes, prev_hash
+            )
+        except (OhError, TypeError, ValueError, AttributeError):
+            expected = None  # a stored value of the wrong type: the entry cannot be genuine
+        if hash_ != expected:
             problem("chain", f"entry {version} was altered (its hash does not match)")
         prev = hash_
         for op, name, content, digest in changes:
             mismatch = None  # the content's hash, kept only when it is not the digest
+            if op != "remove" and (type(content) is not str or type(digest) is not str):
+                problem("damaged", f"entry {version}: {name} lost its content or digest")
+                state.pop(name, None)
+                continue
             if content is not None:
                 actual = sha256(content.encode("utf-8")).hexdigest()
                 if actual != digest:
@@ -179,6 +195,9 @@ def verify_notebook(
         report.records += 1
         name = have.name
         want = state.pop(name, None)
+        if type(have.content) is not str:
+            differs(str(name), 0, "damaged", f"current {name!r} holds a value of the wrong type")
+            continue
         written = sha256(have.content.encode("utf-8")).hexdigest()
         if want is None:
             differs(name, 0, "drift", f"{name} is current but the log removed or never wrote it")
