@@ -193,7 +193,7 @@ def verify_notebook(
 
     for have in store.records(notebook_id):
         report.records += 1
-        name = have.name
+        name = have.name if type(have.name) is str else repr(have.name)
         want = state.pop(name, None)
         if type(have.content) is not str:
             differs(str(name), 0, "damaged", f"current {name!r} holds a value of the wrong type")
@@ -212,7 +212,7 @@ def verify_notebook(
             differs(name, 0, "drift", f"{name} differs from the log's version {want[4]}")
         if written != have.digest:
             differs(name, 1, "digest", f"current {name} does not match its digest")
-    for name in state:
+    for name in map(str, state):
         differs(name, 0, "drift", f"{name} is missing from the current records")
     drift.sort(key=lambda found: found[:2])
     problems.extend(found for _, _, found in drift)

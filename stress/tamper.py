@@ -1,0 +1,393 @@
+"""Tamper evidence (SPEC §2, §5): altering a log entry or a stored record directly in the
+database, outside Oh, is detected by ``verify``, and ``read`` never serves a damaged record.
+
+A database is filled with notebooks whose logs hold adds, replaces and removes of 1 to 64
+changes. Each trial makes one random alteration with plain SQL, checks, and undoes it:
+
+* a cell of a random row and column of ``log``, ``log_changes`` or ``records``: one character
+  changed, inserted or deleted, the text cut short or emptied, an integer moved, a nullable
+  value set to NULL, a value copied from another row (a valid hash, digest or content that
+  belongs elsewhere), or (SQLite) the same bytes stored as a BLOB instead of text;
+* a row deleted, or duplicated under another key;
+* two changes of one entry swapped (their ``seq``);
+* a current record rolled back to an earlier version of itself, consistently (content, digest,
+  version and time from the log): every digest still matches.
+
+After each alteration ``verify`` must report a problem (and must not crash), and ``read`` of
+every current record must either refuse (``integrity``) or return exactly what the log says.
+Only the rollback can be read without an error: its content is genuine, just not current, so
+``read`` cannot know; ``verify`` catches it. Stamps (author, time, version) of the current table
+are outside the digest, so ``read`` cannot check them either; ``verify`` does.
+
+    python stress/tamper.py --trials 10000
+    python stress/tamper.py --trials 2000 --postgres
+
+Prints ``detected: 100%`` (verify) and exits 1 on any alteration verify missed or crashed on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+from crash_safety import apply_names, batch
+from harness import Target, common_arguments, postgres_target, report, scratch, seed_of
+from oh.core.changes import parse_changes
+from oh.testing.memory_store import T0, open_notebook
+from oh.testing.tools import SECRET
+from oh.tools import Caller, Tools
+from oh.verify import replay, verify_notebook
+
+COLUMNS = {
+    "log": ["version", "request_id", "fingerprint", "author", "written_at", "prev_hash", "hash"],
+    "log_changes": ["version", "seq", "op", "name", "content", "digest"],
+    "records": ["name", "kind", "content", "digest", "author", "written_at", "version"],
+}
+KEYS = {
+    "log": ["notebook_id", "version"],
+    "log_changes": ["notebook_id", "version", "seq"],
+    "records": ["notebook_id", "name"],
+}
+NULLABLE = {("log_changes", "content"), ("log_changes", "digest")}
+CHARACTERS = 'abcdefXYZ0189 _-:.{}[]",\\é€\u2028🐠'
+STAMPS = {"author", "written_at", "version"}
+
+
+class Raw:
+    """Plain SQL on the database, outside Oh, on one connection of its own."""
+
+    def __init__(self, target: Target) -> None:
+        self.kind = target.kind
+        if target.kind == "postgres":
+            import psycopg
+
+            self.conn: Any = psycopg.connect(target.location, autocommit=True)
+        else:
+            import libsql
+
+            self.conn = libsql.connect(target.location, isolation_level=None)
+
+    def __call__(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        if self.kind == "postgres":
+            sql = sql.replace("?", "%s")
+        cursor = self.conn.execute(sql, params)
+        return list(cursor.fetchall()) if cursor.description else []
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def _where(table: str) -> str:
+    return " AND ".join(f"{key} = ?" for key in KEYS[table])
+
+
+def _edit_text(rng: random.Random, value: str) -> str:
+    roll = rng.random()
+    if value and roll < 0.5:
+        at = rng.randrange(len(value))
+        new = rng.choice([c for c in CHARACTERS if c != value[at]])
+        return value[:at] + new + value[at + 1 :]
+    if roll < 0.7:
+        at = rng.randrange(len(value) + 1)
+        return value[:at] + rng.choice(CHARACTERS) + value[at:]
+    if value and roll < 0.85:
+        at = rng.randrange(len(value))
+        return value[:at] + value[at + 1 :]
+    if value and roll < 0.95:
+        return value[: rng.randrange(len(value))]
+    return "" if value else "x"
+
+
+class Trial:
+    """One alteration: ``apply`` it, then ``undo`` it."""
+
+    def __init__(self, description: str, do: list[tuple[str, tuple[Any, ...]]]) -> None:
+        self.description = description
+        self.do = do
+        self.undo: list[tuple[str, tuple[Any, ...]]] = []
+
+
+def _cell(rng: random.Random, raw: Raw, table: str, notebook_id: str) -> Trial | None:
+    columns = KEYS[table] + [c for c in COLUMNS[table] if c not in KEYS[table]]
+    rows = raw(f"SELECT {', '.join(columns)} FROM {table} WHERE notebook_id = ?", (notebook_id,))
+    if not rows:
+        return None
+    row = dict(zip(columns, rng.choice(rows), strict=True))
+    column = rng.choice(COLUMNS[table])
+    value = row[column]
+    key = tuple(row[k] for k in KEYS[table])
+    roll = rng.random()
+    others = [dict(zip(columns, r, strict=True))[column] for r in rows]
+    others = [v for v in others if v != value]
+    if (table, column) in NULLABLE and value is not None and roll < 0.1:
+        new: Any = None
+        how = "set to NULL"
+    elif others and roll < 0.25:
+        new = rng.choice(others)
+        how = "copied from another row"
+    elif isinstance(value, str) and raw.kind == "libsql" and roll < 0.3:
+        new = value.encode()  # SQLite stores any type in any column; PostgreSQL does not
+        how = "stored as a BLOB (same bytes)"
+    elif isinstance(value, int):
+        new = value + rng.choice([-1, 1, 2, 1000])
+        how = f"moved by {new - value}"
+    elif isinstance(value, str):
+        new = _edit_text(rng, value)
+        how = "one character changed"
+    else:
+        return None
+    if column == "seq":
+        return None  # reordering is the swap alteration; a lone seq has no meaning
+    if column == "op" and new not in ("add", "replace", "remove"):
+        new = rng.choice([op for op in ("add", "replace", "remove") if op != value])
+        how = "another op"
+    if new == value:
+        return None
+    sql = f"UPDATE {table} SET {column} = ? WHERE {_where(table)}"
+    trial = Trial(f"{table}.{column} {how}", [(sql, (new, *key))])
+    changed_key = key
+    if column in KEYS[table]:
+        changed_key = tuple(new if k == column else row[k] for k in KEYS[table])
+    trial.undo = [(sql, (value, *changed_key))]
+    return trial
+
+
+def _delete(rng: random.Random, raw: Raw, table: str, notebook_id: str) -> Trial | None:
+    columns = KEYS[table] + [c for c in COLUMNS[table] if c not in KEYS[table]]
+    rows = raw(f"SELECT {', '.join(columns)} FROM {table} WHERE notebook_id = ?", (notebook_id,))
+    if not rows:
+        return None
+    row = rng.choice(rows)
+    key = tuple(row[: len(KEYS[table])])
+    marks = ", ".join("?" for _ in columns)
+    insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})"
+    delete = f"DELETE FROM {table} WHERE {_where(table)}"
+    if rng.random() < 0.5:
+        trial = Trial(f"{table} row deleted", [(delete, key)])
+        trial.undo = [(insert, tuple(row))]
+        return trial
+    # Duplicated under another key: a record under a new name, an entry or change after the end.
+    copy = list(row)
+    last = len(KEYS[table]) - 1
+    copy[last] = "note:zz-intruder" if table == "records" else row[last] + 1000
+    trial = Trial(f"{table} row duplicated", [(insert, tuple(copy))])
+    trial.undo = [(delete, tuple(copy[: len(KEYS[table])]))]
+    return trial
+
+
+def _swap(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    rows = raw(
+        "SELECT version, seq FROM log_changes WHERE notebook_id = ? AND version IN"
+        " (SELECT version FROM log_changes WHERE notebook_id = ? GROUP BY version"
+        " HAVING count(*) > 1)",
+        (notebook_id, notebook_id),
+    )
+    if not rows:
+        return None
+    version = rng.choice(rows)[0]
+    seqs = rng.sample([seq for v, seq in rows if v == version], 2)
+    sql = "UPDATE log_changes SET seq = ? WHERE notebook_id = ? AND version = ? AND seq = ?"
+    swap = [
+        (sql, (-1, notebook_id, version, seqs[0])),
+        (sql, (seqs[0], notebook_id, version, seqs[1])),
+        (sql, (seqs[1], notebook_id, version, -1)),
+    ]
+    trial = Trial("log_changes two changes of one entry swapped", swap)
+    trial.undo = swap
+    return trial
+
+
+def _rollback(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    """A current record set back to an earlier version of itself, every digest consistent."""
+    rows = raw(
+        "SELECT r.name, r.content, r.digest, r.version, r.written_at, c.content, c.digest,"
+        " c.version, l.written_at FROM records r JOIN log_changes c ON c.notebook_id ="
+        " r.notebook_id AND c.name = r.name AND c.version < r.version AND c.content IS NOT NULL"
+        " JOIN log l ON l.notebook_id = c.notebook_id AND l.version = c.version"
+        " WHERE r.notebook_id = ?",
+        (notebook_id,),
+    )
+    if not rows:
+        return None
+    name, content, digest, version, written_at, old, old_digest, old_version, old_at = rng.choice(
+        rows
+    )
+    sql = (
+        "UPDATE records SET content = ?, digest = ?, version = ?, written_at = ?"
+        " WHERE notebook_id = ? AND name = ?"
+    )
+    trial = Trial(
+        "records rolled back to an earlier version",
+        [(sql, (old, old_digest, old_version, old_at, notebook_id, name))],
+    )
+    trial.undo = [(sql, (content, digest, version, written_at, notebook_id, name))]
+    return trial
+
+
+def pick(rng: random.Random, raw: Raw, notebook_id: str) -> Trial:
+    while True:
+        roll = rng.random()
+        table = rng.choice(list(COLUMNS))
+        if roll < 0.75:
+            trial = _cell(rng, raw, table, notebook_id)
+        elif roll < 0.88:
+            trial = _delete(rng, raw, table, notebook_id)
+        elif roll < 0.94:
+            trial = _swap(rng, raw, notebook_id)
+        else:
+            trial = _rollback(rng, raw, notebook_id)
+        if trial is not None:
+            return trial
+
+
+def fill(target: Target, seed: int, notebooks: int, entries: int) -> list[str]:
+    rng = random.Random(seed)
+    store = target.open()
+    ids = []
+    try:
+        for n in range(notebooks):
+            notebook_id = open_notebook(store, run=f"tamper-{seed}-{n}")
+            names: set[str] = set()
+            for version in range(entries):
+                raw = batch(rng, names, f"t{n}", version, rng.randint(1, rng.choice([3, 12, 64])))
+                store.remember(
+                    notebook_id,
+                    based_on=version,
+                    request_id=f"t-{version}",
+                    changes=parse_changes(raw),
+                    author="agent:tamper",
+                    now=T0,
+                )
+                apply_names(names, raw)
+            ids.append(notebook_id)
+    finally:
+        store.close()
+    return ids
+
+
+def run(target: Target, trials: int, seed: int, *, notebooks: int = 4) -> dict[str, Any]:
+    rng = random.Random(seed)
+    ids = fill(target, seed, notebooks, entries=25)
+    store = target.open()
+    raw = Raw(target)
+    tools = Tools(store, None, SECRET)
+    truth = {notebook_id: replay(store.log(notebook_id)) for notebook_id in ids}
+    counts = {
+        "detected": 0,
+        "verify_crashed": 0,
+        "refused_by_database": 0,
+        "read_served_damaged": 0,
+        "read_refused_integrity": 0,
+        "read_served_rollback": 0,
+        "read_served_unverified_stamps": 0,
+    }
+    missed: list[str] = []
+    crashed: list[str] = []
+    by_kind: dict[str, list[int]] = {}
+    done = 0
+    try:
+        while done < trials:
+            notebook_id = rng.choice(ids)
+            trial = pick(rng, raw, notebook_id)
+            try:
+                for sql, params in trial.do:
+                    raw(sql, params)
+            except Exception:
+                counts["refused_by_database"] += 1  # a constraint said no: nothing to detect
+                for sql, params in trial.undo:
+                    with contextlib.suppress(Exception):  # what failed left nothing to undo
+                        raw(sql, params)
+                continue
+            done += 1
+            seen = by_kind.setdefault(trial.description, [0, 0])
+            seen[0] += 1
+            try:
+                problems = verify_notebook(store, notebook_id).problems
+            except Exception as exc:
+                problems = []
+                counts["verify_crashed"] += 1
+                crashed.append(f"{trial.description}: {type(exc).__name__}: {exc}"[:300])
+            if problems:
+                counts["detected"] += 1
+                seen[1] += 1
+            elif len(missed) < 20:
+                missed.append(trial.description)
+            _check_reads(tools, notebook_id, truth[notebook_id], trial, counts)
+            for sql, params in trial.undo:
+                raw(sql, params)
+            if done % 500 == 0 and not verify_notebook(store, notebook_id).ok:
+                raise RuntimeError(f"undo failed after {trial.description}")
+    finally:
+        raw.close()
+        store.close()
+    verified = counts["detected"]
+    read_ok = counts["read_served_damaged"] == 0
+    return {
+        "suite": "tamper",
+        "backend": target.kind,
+        "seed": seed,
+        "alterations": done,
+        **counts,
+        "verify_missed": done - verified,
+        "by_kind": {kind: f"{hit}/{total}" for kind, (total, hit) in sorted(by_kind.items())},
+        "missed_examples": missed[:10],
+        "crash_examples": sorted(set(crashed))[:10],
+        "figure": (
+            f"detected: {100 * verified / max(done, 1):.4g}% ({verified}/{done});"
+            f" verify crashed instead: {counts['verify_crashed']};"
+            f" unnoticed: {done - verified - counts['verify_crashed']};"
+            f" read served damage: {counts['read_served_damaged']}"
+        ),
+        "ok": verified == done and read_ok,
+    }
+
+
+def _check_reads(
+    tools: Tools, notebook_id: str, truth: dict[str, Any], trial: Trial, counts: dict[str, int]
+) -> None:
+    """``read`` of every current record: an error, or exactly the log's content."""
+    caller = Caller(notebook_id, f"agent:{notebook_id}", "agent:tamper")
+    stamps_only = trial.description.startswith("records.") and any(
+        trial.description.startswith(f"records.{column} ") for column in STAMPS
+    )
+    for name, stored in truth.items():
+        answer = tools.call(caller, "read", {"name": name})
+        if "error" in answer:
+            if answer["error"]["code"] == "integrity":
+                counts["read_refused_integrity"] += 1
+            continue
+        content = {key: answer[key] for key in json.loads(stored.content)}
+        if json.loads(stored.content) != content or answer["digest"] != stored.digest:
+            if trial.description == "records rolled back to an earlier version":
+                counts["read_served_rollback"] += 1
+            else:
+                counts["read_served_damaged"] += 1
+        elif (answer["author"], answer["written_at"], answer["version"]) != (
+            stored.author,
+            stored.written_at,
+            stored.version,
+        ):
+            counts["read_served_unverified_stamps" if stamps_only else "read_served_damaged"] += 1
+
+
+def main() -> int:
+    parser = common_arguments(__doc__)
+    parser.add_argument("--trials", type=int, default=10_000)
+    parser.add_argument("--postgres", action="store_true", help="on a throwaway PostgreSQL")
+    parser.add_argument("--keep", type=Path, default=None)
+    args = parser.parse_args()
+    seed = seed_of(args.seed)
+    if args.postgres:
+        with postgres_target() as target:
+            summary = run(target, args.trials, seed)
+    else:
+        with scratch("oh-tamper-", args.keep) as tmp:
+            summary = run(Target.libsql(tmp), args.trials, seed)
+    return report(summary, args.json)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
