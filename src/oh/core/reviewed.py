@@ -7,11 +7,13 @@ note and a reviewed record with the same content have the same digest.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from oh.core.canonical import canonical_text, check_json, parse_json, sha256_hex
+from oh.core.records import Record
 from oh.errors import IntegrityError, InvalidArgument
 
 __all__ = [
@@ -278,3 +280,46 @@ def revision_hash(entry: Revision) -> str:
         "prev_hash": entry.prev_hash,
     }
     return sha256_hex(canonical_text(body))
+
+
+def accepted_version(
+    proposal: Proposal,
+    decision: Decision,
+    record: Record,
+    *,
+    author: str,
+    revision: int,
+    prev_hash: str,
+    supersedes: int | None,
+) -> tuple[ReviewedRecord, Revision]:
+    """What accepting ``proposal`` writes at ``revision``: the reviewed version and its
+    hash-chained revision entry. One definition, so every backend writes the same thing."""
+    name = record.name
+    content = record.canonical()
+    digest = sha256_hex(content)
+    reviewed = ReviewedRecord(
+        name=name,
+        kind=record.kind,
+        content=content,
+        digest=digest,
+        author=author,
+        written_at=decision.at,
+        revision=revision,
+        source=proposal.source,
+        decision=decision,
+        proposal_id=proposal.id,
+        supersedes=supersedes,
+    )
+    entry = Revision(
+        proposal.owner,
+        revision,
+        "decision",
+        proposal.id,
+        name,
+        digest,
+        decision.by,
+        decision.at,
+        prev_hash,
+        "",
+    )
+    return reviewed, dataclasses.replace(entry, hash=revision_hash(entry))

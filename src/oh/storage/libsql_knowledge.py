@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from oh.core.canonical import canonical_text, sha256_hex
+from oh.core.canonical import canonical_text
 from oh.core.records import Record
 from oh.core.reviewed import (
     Decision,
     Proposal,
     ReviewedRecord,
     Revision,
+    accepted_version,
     knowledge_genesis,
     revision_hash,
 )
@@ -143,7 +144,6 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
     def accept(
         self, proposal_id: str, decision: Decision, record: Record, author: str
     ) -> ReviewedRecord:
-        content = record.canonical()
         with self._write() as conn:
             proposal = self._proposal(conn, proposal_id)
             owner = proposal.owner
@@ -164,32 +164,16 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
                 "SELECT max(revision) FROM reviewed WHERE owner = ? AND name = ?",
                 (owner, record.name),
             ).fetchone()[0]
-            reviewed = ReviewedRecord(
-                name=record.name,
-                kind=record.kind,
-                content=content,
-                digest=sha256_hex(content),
+            reviewed, entry = accepted_version(
+                proposal,
+                decision,
+                record,
                 author=author,
-                written_at=decision.at,
                 revision=revision,
-                source=proposal.source,
-                decision=decision,
-                proposal_id=proposal.id,
+                prev_hash=head,
                 supersedes=before,
             )
-            entry = Revision(
-                owner,
-                revision,
-                "decision",
-                proposal.id,
-                record.name,
-                reviewed.digest,
-                decision.by,
-                decision.at,
-                head,
-                "",
-            )
-            entry_hash = revision_hash(entry)
+            entry_hash = entry.hash
             conn.execute(
                 "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest,"
                 " made_by, made_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

@@ -12,13 +12,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from oh.core.canonical import canonical_text, sha256_hex
+from oh.core.canonical import canonical_text
 from oh.core.records import Record
 from oh.core.reviewed import (
     Decision,
     Proposal,
     ReviewedRecord,
     Revision,
+    accepted_version,
     knowledge_genesis,
     revision_hash,
 )
@@ -232,7 +233,6 @@ class PostgresKnowledgeStore(PostgresDatabase):
     def accept(
         self, proposal_id: str, decision: Decision, record: Record, author: str
     ) -> ReviewedRecord:
-        content = record.canonical()
         with self._transaction() as conn:
             # Lock order: the proposal, then the owner's knowledge base (rejections take only
             # the first), so concurrent decisions queue and never deadlock.
@@ -257,32 +257,16 @@ class PostgresKnowledgeStore(PostgresDatabase):
                 (owner, record.name),
             ).fetchone()
             before = None if before_row is None else before_row[0]
-            reviewed = ReviewedRecord(
-                name=record.name,
-                kind=record.kind,
-                content=content,
-                digest=sha256_hex(content),
+            reviewed, entry = accepted_version(
+                proposal,
+                decision,
+                record,
                 author=author,
-                written_at=decision.at,
                 revision=revision,
-                source=proposal.source,
-                decision=decision,
-                proposal_id=proposal.id,
+                prev_hash=head,
                 supersedes=before,
             )
-            entry = Revision(
-                owner,
-                revision,
-                "decision",
-                proposal.id,
-                record.name,
-                reviewed.digest,
-                decision.by,
-                decision.at,
-                head,
-                "",
-            )
-            made = revision_hash(entry)
+            made = entry.hash
             conn.execute(_INSERT_REVISION, _revision_row(replace(entry, hash=made)))
             conn.execute(_INSERT_REVIEWED, _reviewed_row(owner, reviewed))
             conn.execute(
