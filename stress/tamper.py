@@ -4,12 +4,14 @@ database, outside Oh, is detected by ``verify``, and ``read`` never serves a dam
 A database is filled with notebooks whose logs hold adds, replaces and removes of 1 to 64
 changes. Each trial makes one random alteration with plain SQL, checks, and undoes it:
 
-* a cell of a random row and column of ``log``, ``log_changes`` or ``records``: one character
+* a cell of a random row and column of ``log`` (``log_changes`` on PostgreSQL) or ``records``
+  (on the embedded log, a change column of an entry with several changes is a JSON array, so
+  the edit lands anywhere in it): one character
   changed, inserted or deleted, the text cut short or emptied, an integer moved, a nullable
   value set to NULL, a value copied from another row (a valid hash, digest or content that
   belongs elsewhere), or (SQLite) the same bytes stored as a BLOB instead of text;
 * a row deleted, or duplicated under another key;
-* two changes of one entry swapped (their ``seq``);
+* two changes of one entry swapped (their ``seq``, or their places in the arrays);
 * a current record rolled back to an earlier version of itself, consistently (content, digest,
   version and time from the log): every digest still matches.
 
@@ -41,17 +43,30 @@ from oh.testing.tools import SECRET
 from oh.tools import Caller, Tools
 from oh.verify import replay, verify_notebook
 
+# The tables and their alterable columns: the embedded log keeps an entry and its changes in one
+# row (several changes as JSON arrays, migration 0006); PostgreSQL keeps the changes apart.
+_ENTRY = ["version", "request_id", "fingerprint", "author", "written_at", "prev_hash", "hash"]
+_CHANGE = ["op", "name", "content", "digest"]
+_RECORDS = ["name", "kind", "content", "digest", "author", "written_at", "version"]
 COLUMNS = {
-    "log": ["version", "request_id", "fingerprint", "author", "written_at", "prev_hash", "hash"],
-    "log_changes": ["version", "seq", "op", "name", "content", "digest"],
-    "records": ["name", "kind", "content", "digest", "author", "written_at", "version"],
+    "libsql": {"log": [*_ENTRY, "changes", *_CHANGE], "records": _RECORDS},
+    "postgres": {
+        "log": _ENTRY,
+        "log_changes": ["version", "seq", *_CHANGE],
+        "records": _RECORDS,
+    },
 }
 KEYS = {
     "log": ["notebook_id", "version"],
     "log_changes": ["notebook_id", "version", "seq"],
     "records": ["notebook_id", "name"],
 }
-NULLABLE = {("log_changes", "content"), ("log_changes", "digest")}
+NULLABLE = {
+    ("log_changes", "content"),
+    ("log_changes", "digest"),
+    ("log", "content"),
+    ("log", "digest"),
+}
 CHARACTERS = 'abcdefXYZ0189 _-:.{}[]",\\é€\u2028🐠'
 STAMPS = {"author", "written_at", "version"}
 
@@ -110,13 +125,17 @@ class Trial:
         self.undo: list[tuple[str, tuple[Any, ...]]] = []
 
 
+def _columns(raw: Raw, table: str) -> list[str]:
+    return KEYS[table] + [c for c in COLUMNS[raw.kind][table] if c not in KEYS[table]]
+
+
 def _cell(rng: random.Random, raw: Raw, table: str, notebook_id: str) -> Trial | None:
-    columns = KEYS[table] + [c for c in COLUMNS[table] if c not in KEYS[table]]
+    columns = _columns(raw, table)
     rows = raw(f"SELECT {', '.join(columns)} FROM {table} WHERE notebook_id = ?", (notebook_id,))
     if not rows:
         return None
     row = dict(zip(columns, rng.choice(rows), strict=True))
-    column = rng.choice(COLUMNS[table])
+    column = rng.choice(COLUMNS[raw.kind][table])
     value = row[column]
     key = tuple(row[k] for k in KEYS[table])
     roll = rng.random()
@@ -156,7 +175,7 @@ def _cell(rng: random.Random, raw: Raw, table: str, notebook_id: str) -> Trial |
 
 
 def _delete(rng: random.Random, raw: Raw, table: str, notebook_id: str) -> Trial | None:
-    columns = KEYS[table] + [c for c in COLUMNS[table] if c not in KEYS[table]]
+    columns = _columns(raw, table)
     rows = raw(f"SELECT {', '.join(columns)} FROM {table} WHERE notebook_id = ?", (notebook_id,))
     if not rows:
         return None
@@ -179,6 +198,8 @@ def _delete(rng: random.Random, raw: Raw, table: str, notebook_id: str) -> Trial
 
 
 def _swap(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    if raw.kind == "libsql":
+        return _swap_in_arrays(rng, raw, notebook_id)
     rows = raw(
         "SELECT version, seq FROM log_changes WHERE notebook_id = ? AND version IN"
         " (SELECT version FROM log_changes WHERE notebook_id = ? GROUP BY version"
@@ -200,11 +221,40 @@ def _swap(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
     return trial
 
 
+def _swap_in_arrays(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    rows = raw(
+        "SELECT version, changes FROM log WHERE notebook_id = ? AND changes > 1", (notebook_id,)
+    )
+    if not rows:
+        return None
+    version, count = rng.choice(rows)
+    i, j = rng.sample(range(count), 2)
+    swapped = ", ".join(
+        f"{c} = json_set({c}, '$[{i}]', {c} ->> {j}, '$[{j}]', {c} ->> {i})"
+        for c in ("op", "name", "content", "digest")
+    )
+    swap = [
+        (f"UPDATE log SET {swapped} WHERE notebook_id = ? AND version = ?", (notebook_id, version))
+    ]
+    trial = Trial("log two changes of one entry swapped", swap)
+    trial.undo = swap  # a swap undoes itself
+    return trial
+
+
+# The earlier writes of each name: the change table, or on the embedded log each entry's changes.
+_WRITES = {
+    "postgres": "SELECT notebook_id, version, name, content, digest FROM log_changes",
+    "libsql": "SELECT notebook_id, version, name, content, digest FROM log WHERE changes = 1"
+    " UNION ALL SELECT l.notebook_id, l.version, j.value, l.content ->> j.key,"
+    " l.digest ->> j.key FROM log AS l, json_each(l.name) AS j WHERE l.changes > 1",
+}
+
+
 def _rollback(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
     """A current record set back to an earlier version of itself, every digest consistent."""
     rows = raw(
         "SELECT r.name, r.content, r.digest, r.version, r.written_at, c.content, c.digest,"
-        " c.version, l.written_at FROM records r JOIN log_changes c ON c.notebook_id ="
+        f" c.version, l.written_at FROM records r JOIN ({_WRITES[raw.kind]}) c ON c.notebook_id ="
         " r.notebook_id AND c.name = r.name AND c.version < r.version AND c.content IS NOT NULL"
         " JOIN log l ON l.notebook_id = c.notebook_id AND l.version = c.version"
         " WHERE r.notebook_id = ?",
@@ -230,7 +280,7 @@ def _rollback(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
 def pick(rng: random.Random, raw: Raw, notebook_id: str) -> Trial:
     while True:
         roll = rng.random()
-        table = rng.choice(list(COLUMNS))
+        table = rng.choice(list(COLUMNS[raw.kind]))
         if roll < 0.75:
             trial = _cell(rng, raw, table, notebook_id)
         elif roll < 0.88:

@@ -44,7 +44,6 @@ def test_one_pass_purges_and_prints_a_structured_line(tmp_path: Path) -> None:
     assert line["event"] == "purge_pass"
     assert line["purged"] == 1
     assert {table: n for table, n in line["removed"].items() if n} == {
-        "log_changes": 1,
         "records": 1,
         "log": 1,
     }

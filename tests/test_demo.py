@@ -34,7 +34,7 @@ def test_oh_verify_reports_ok_then_a_tampered_entry(tmp_path: Path) -> None:
     assert ok.returncode == 0, ok.stderr
     assert "4 log entries, 3 records; 0 knowledge revisions, 0 reviewed versions: OK" in ok.stdout
     store = LibsqlMemoryStore(tmp_path / "memory.db")
-    store._conn.execute("UPDATE log_changes SET content = replace(content, '2014', '2019')")
+    store._conn.execute("UPDATE log SET content = replace(content, '2014', '2019')")
     store.close()
     bad = subprocess.run(command, capture_output=True, text=True)
     assert bad.returncode == 1

@@ -25,6 +25,8 @@ class LibsqlHarness:
     def open(self) -> LibsqlMemoryStore:
         return LibsqlMemoryStore(self.path)
 
+    change_table = "log"
+
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         conn = libsql.connect(str(self.path), isolation_level=None)
         try:

@@ -343,7 +343,6 @@ def test_a_gap_in_the_log_reads_as_before(store: LibsqlMemoryStore, tmp_path: Pa
     notebook = open_notebook(store)
     fill(store, notebook)
     conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
-    conn.execute("DELETE FROM log_changes WHERE notebook_id = ? AND version = 5", (notebook,))
     conn.execute("DELETE FROM log WHERE notebook_id = ? AND version = 5", (notebook,))
     conn.close()
     for batch in (1, 4, 1000):
@@ -437,12 +436,16 @@ TAMPERING = [
     "DELETE FROM records WHERE name IN ('note:n12', 'note:solo')",
     "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at, version)"
     " VALUES ('{nb}', 'note:ghost', 'note', '{{}}', 'x', 'a', 'b', 9)",
-    "UPDATE log_changes SET content = replace(content, 'note', 'fake') WHERE name = 'note:n13'",
-    "UPDATE log_changes SET content = '{noncanonical}', digest = '{noncanonical_digest}'"
-    " WHERE name = 'note:n14' AND version = 1",
+    # Entry 1 holds 64 changes, so its change columns are JSON arrays (migration 0006).
+    "UPDATE log SET content = json_replace(content, '$[13]',"
+    " replace(content ->> '$[13]', 'note', 'fake')) WHERE version = 1",
+    "UPDATE log SET content = json_replace(content, '$[14]', '{noncanonical}'),"
+    " digest = json_replace(digest, '$[14]', '{noncanonical_digest}') WHERE version = 1",
     "UPDATE log SET author = 'agent:mallory' WHERE version = 3",
-    "UPDATE log_changes SET digest = '{fake}' WHERE version = 4",
-    "DELETE FROM log_changes WHERE version = 6",
+    "UPDATE log SET digest = '{fake}' WHERE version = 4",
+    "UPDATE log SET changes = 3, op = json_remove(op, '$[3]'), name = json_remove(name, '$[3]'),"
+    " content = json_remove(content, '$[3]'), digest = json_remove(digest, '$[3]')"
+    " WHERE version = 6",
     "UPDATE log SET prev_hash = '{fake}' WHERE version = 7",
     "UPDATE notebooks SET version = 99",
     "UPDATE notebooks SET head_hash = '{fake}'",
@@ -540,13 +543,52 @@ SCENARIOS: dict[str, tuple[str | None, int, str, dict[str, Any], Any]] = {
     "forgotten": ("forget", 2, "r-3", add("note:c"), "purged"),
     "head rewritten": ("UPDATE notebooks SET head_hash = 'x'", 2, "r-3", add("note:c"), "applied"),
 }
+# Several changes take the same path (one statement per table): each refusal is still decided
+# by the full path, whichever change of the call causes it.
+SEVERAL: dict[str, tuple[str | None, int, str, list[dict[str, Any]], Any]] = {
+    "several applied": (
+        None,
+        2,
+        "r-3",
+        [add("note:c"), replace("note:a", "new"), remove("note:b"), add("note:d")],
+        "applied",
+    ),
+    "several stale": ("other-writer", 2, "r-3", [add("note:c"), add("note:d")], "stale"),
+    "several, a name exists": (None, 2, "r-3", [add("note:c"), add("note:a")], "already_exists"),
+    "several, replace a missing name": (
+        None,
+        2,
+        "r-3",
+        [add("note:c"), replace("note:zz", "x")],
+        "not_found",
+    ),
+    "several, remove a missing name": (
+        None,
+        2,
+        "r-3",
+        [remove("note:a"), remove("note:zz")],
+        "not_found",
+    ),
+    "several forgotten": ("forget", 2, "r-3", [add("note:c"), add("note:d")], "purged"),
+    "several request id reused": (
+        None,
+        2,
+        "r-2",
+        [add("note:c"), add("note:d")],
+        "request_id_reused",
+    ),
+}
 
 
-@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS) + sorted(SEVERAL))
 def test_a_write_from_a_known_head_is_decided_as_the_full_path_decides(
     tmp_path: Path, scenario: str
 ) -> None:
-    tampering, based_on, rid, change, expected = SCENARIOS[scenario]
+    if scenario in SCENARIOS:
+        tampering, based_on, rid, one, expected = SCENARIOS[scenario]
+        changes = [one]
+    else:
+        tampering, based_on, rid, changes, expected = SEVERAL[scenario]
     store = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     notebook = open_notebook(store)
     write(store, notebook, 0, "r-1", add("note:a"))
@@ -563,12 +605,12 @@ def test_a_write_from_a_known_head_is_decided_as_the_full_path_decides(
         conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
         conn.execute(tampering)
         conn.close()
-    got = outcome(store, notebook, based_on, rid, change)
+    got = outcome(store, notebook, based_on, rid, *changes)
     # The same call on a store that knows nothing takes the full path from the start.
     cold = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     if expected == "applied-2":
         assert got == {"status": "applied", "version": 2, "written": got["written"]}
-        assert got == outcome(cold, notebook, based_on, rid, change)
+        assert got == outcome(cold, notebook, based_on, rid, *changes)
     elif expected == "applied":
         assert got["status"] == "applied" and got["version"] == 3
         entries = list(store.log(notebook))
@@ -577,9 +619,9 @@ def test_a_write_from_a_known_head_is_decided_as_the_full_path_decides(
         assert replay(entries) == {r.name: r for r in store.records(notebook)}
     elif expected == "stale":
         assert got == {"status": "refused", "reason": "stale", "current_version": 3}
-        assert got == outcome(cold, notebook, based_on, rid, change)
+        assert got == outcome(cold, notebook, based_on, rid, *changes)
     else:
-        assert got == expected == outcome(cold, notebook, based_on, rid, change)
+        assert got == expected == outcome(cold, notebook, based_on, rid, *changes)
         assert store.notebook(notebook).version in (2, 0)  # nothing written (0: forgotten)
     cold.close()
     store.close()

@@ -70,6 +70,8 @@ class PostgresHarness:
     def open(self) -> PostgresMemoryStore:
         return PostgresMemoryStore(self.schema.url(), max_size=4)
 
+    change_table = "log_changes"
+
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         run_sql(self.schema.url(), sql, params)
 

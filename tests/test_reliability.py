@@ -283,7 +283,7 @@ def test_verify_reports_a_change_without_content_instead_of_crashing(libsql: Any
     store.remember(
         notebook_id, based_on=0, request_id="a", changes=_add("note:a"), author="x", now=T0
     )
-    libsql.execute("UPDATE log_changes SET content = NULL WHERE notebook_id = ?", (notebook_id,))
+    libsql.execute("UPDATE log SET content = NULL WHERE notebook_id = ?", (notebook_id,))
     try:
         assert not verify_notebook(store, notebook_id).ok
     finally:
@@ -305,7 +305,7 @@ def test_verify_reports_a_value_of_the_wrong_type_instead_of_crashing(libsql: An
         store.close()
 
 
-@pytest.mark.parametrize("table", ["records", "log_changes"])
+@pytest.mark.parametrize("table", ["records", "log"])
 def test_verify_reports_a_name_of_the_wrong_type_instead_of_crashing(
     libsql: Any, table: str
 ) -> None:

@@ -185,13 +185,15 @@ def _content_text(record: Record) -> str:
     fields = record.fields
     fields_text = canonical_text(dict(fields), "record", depth=1) if fields else "{}"
     string = canonical_string
+    name = record.name
+    contradicts, depends_on, supports = record.contradicts, record.depends_on, record.supports
     return (
-        f'{{"contradicts":{_names_text(record.contradicts)}'
-        f',"depends_on":{_names_text(record.depends_on)}'
+        f'{{"contradicts":{_names_text(contradicts) if contradicts else "[]"}'
+        f',"depends_on":{_names_text(depends_on) if depends_on else "[]"}'
         f',"fields":{fields_text}'
-        f',"kind":{string(record.kind)}'
-        f',"name":{string(record.name)}'
-        f',"supports":{_names_text(record.supports)}'
+        f',"kind":{string(name.partition(":")[0])}'
+        f',"name":{string(name)}'
+        f',"supports":{_names_text(supports) if supports else "[]"}'
         f',"text":{string(record.text)}}}'
     )
 
@@ -216,6 +218,11 @@ def log_changes(changes: Iterable[Change]) -> tuple[LoggedChange, ...]:
     )
 
 
+_new_tuple = tuple.__new__  # builds a named tuple without its Python-level __new__
+# How a change with a record opens in the canonical retry payload, by op.
+_RECORD_CHANGE_OPENING = {op: f'{{"op":"{op}","record":' for op in ("add", "replace")}
+
+
 def fingerprint_and_log(
     based_on: int, changes: Iterable[Change]
 ) -> tuple[str, tuple[LoggedChange, ...]]:
@@ -234,21 +241,21 @@ def fingerprint_and_log(
         logged = []
         parts = []
         simple = True
+        sha256 = hashlib.sha256
         for change in changes:
             if isinstance(change, Remove):
                 name = canonical_string(change.name)
-                logged.append(LoggedChange("remove", change.name, None, None))
+                logged.append(_new_tuple(LoggedChange, ("remove", change.name, None, None)))
                 parts.append('{"name":' + name + ',"op":"remove"}')
             else:
+                op = change.op
                 record = change.record
                 simple = simple and not record.fields
                 text = _content_text(record)
-                data = text.encode("utf-8")
-                logged.append(
-                    LoggedChange(change.op, record.name, text, hashlib.sha256(data).hexdigest())
-                )
-                parts.append(f'{{"op":{canonical_string(change.op)},"record":{text}}}')
-    except (InvalidArgument, TypeError, UnicodeEncodeError):
+                digest = sha256(text.encode("utf-8")).hexdigest()
+                logged.append(_new_tuple(LoggedChange, (op, record.name, text, digest)))
+                parts.append(f"{_RECORD_CHANGE_OPENING[op]}{text}}}")
+    except (InvalidArgument, TypeError, UnicodeEncodeError, KeyError):
         return fingerprint(based_on, changes), log_changes(changes)
     if not simple:  # the payload nests ``fields`` three levels deeper: let the definition judge
         return fingerprint(based_on, changes), tuple(logged)

@@ -98,10 +98,10 @@ class Record:
     @classmethod
     def parse(cls, value: Any) -> Record:
         """Validate a caller-supplied record object and return its normalized content."""
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(value, Mapping):
             raise InvalidArgument("record must be an object")
-        unknown = set(value) - _INPUT_KEYS
-        if unknown:
+        if not _INPUT_KEYS.issuperset(value):
+            unknown = set(value) - _INPUT_KEYS
             raise InvalidArgument(
                 f"record has unknown keys: {', '.join(sorted(map(str, unknown)))}"
                 " (author, time and version are stamped by the host)"
@@ -116,12 +116,13 @@ class Record:
             raise InvalidArgument("record.text is required and must be a string")
         if len(text) > MAX_TEXT:
             raise InvalidArgument(f"record.text has {len(text)} characters; at most {MAX_TEXT}")
+        if not text.isascii():  # only non-ASCII text can hold a lone surrogate
+            check_json(text, "record.text")
         fields = value.get("fields")
         if fields is None:
             fields = {}
         if type(fields) is not dict:
             raise InvalidArgument("record.fields must be a JSON object")
-        check_json(text, "record.text")
         if fields:  # most notes have none: nothing to measure or copy
             size = len(canonical_text(fields, "record.fields").encode("utf-8"))
             if size > MAX_FIELDS_BYTES:
@@ -131,13 +132,17 @@ class Record:
             fields = copy.deepcopy(fields)
         else:
             fields = {}
+        # Most notes have no links: an absent list costs one lookup.
+        depends_on = value.get("depends_on")
+        supports = value.get("supports")
+        contradicts = value.get("contradicts")
         return cls(
-            name=name,
-            text=text,
-            fields=fields,
-            depends_on=_links(value.get("depends_on"), "depends_on", name),
-            supports=_links(value.get("supports"), "supports", name),
-            contradicts=_links(value.get("contradicts"), "contradicts", name),
+            name,
+            text,
+            fields,
+            () if depends_on is None else _links(depends_on, "depends_on", name),
+            () if supports is None else _links(supports, "supports", name),
+            () if contradicts is None else _links(contradicts, "contradicts", name),
         )
 
     def content(self) -> dict[str, Any]:

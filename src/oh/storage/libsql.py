@@ -209,7 +209,7 @@ def _statements(sql: str) -> list[str]:
 
 # Every table holding a notebook's content, children before parents. Forget and purge delete
 # from each; later features (answers, vectors) add their tables here.
-CONTENT_TABLES = ("note_vectors", "answers", "log_changes", "records", "log")
+CONTENT_TABLES = ("note_vectors", "answers", "records", "log")
 
 
 def delete_content(conn: Any, notebook_id: str) -> dict[str, int]:
@@ -248,55 +248,70 @@ _json_rows = json.JSONEncoder(
 # A page of `store.log`: about this many changes (and at most `batch` entries). Small pages keep
 # memory flat and are faster too (measured: 500 changes a page reads ~10% faster than 2,000).
 _LOG_PAGE_CHANGES = 500
-_LOG_COLUMNS = "version, request_id, fingerprint, author, written_at, prev_hash, hash"
+_LOG_COLUMNS = (
+    "version, request_id, fingerprint, author, written_at, prev_hash, hash,"
+    " changes, op, name, content, digest"
+)
 _new_tuple = tuple.__new__  # builds a named tuple from a row without its Python-level __new__
+_loads = json.loads
 
 
-def _log_entries(conn: Any, notebook_id: str, heads: list[Any]) -> list[LogEntry]:
-    """The entries whose log rows are ``heads`` (in version order), with their changes."""
-    if not heads:
-        return []
-    rows = conn.execute(
-        "SELECT op, name, content, digest, version FROM log_changes"
-        " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version, seq",
-        (notebook_id, heads[0][0], heads[-1][0]),
-    ).fetchall()
-    entries: list[LogEntry] = []
-    append = entries.append
-    at, end = 0, len(rows)
-    for version, request_id, fingerprint, author, written_at, prev_hash, hash_ in heads:
-        changes = []
-        while at < end:
-            row = rows[at]
-            if row[4] > version:
-                break
-            at += 1
-            if row[4] == version:  # a change whose entry is missing belongs to no entry
-                changes.append(_new_tuple(LoggedChange, row[:4]))
-        append(
-            _new_tuple(
-                LogEntry,
-                (
-                    notebook_id,
-                    version,
-                    request_id,
-                    fingerprint,
-                    author,
-                    written_at,
-                    tuple(changes),
-                    prev_hash,
-                    hash_,
-                ),
-            )
-        )
-    return entries
+def _change_columns(
+    changes: Sequence[LoggedChange],
+) -> tuple[int, str, str, str | None, str | None]:
+    """An entry's changes as the log row keeps them (migration 0006): ``(count, op, name,
+    content, digest)``, each column the change's value, or with several changes a JSON array
+    of the values in order."""
+    if len(changes) == 1:
+        op, name, content, digest = changes[0]
+        return 1, op, name, content, digest
+    return (
+        len(changes),
+        _json_rows([c.op for c in changes]),
+        _json_rows([c.name for c in changes]),
+        _json_rows([c.content for c in changes]),
+        _json_rows([c.digest for c in changes]),
+    )
+
+
+def _entry_from_row(notebook_id: str, row: Sequence[Any]) -> LogEntry:
+    """The ``LogEntry`` a log row (``_LOG_COLUMNS``) holds.
+
+    Raises ``ValueError`` when the columns do not hold a readable list of changes (a count that
+    disagrees with the arrays, an array that is not JSON): a damaged row, which ``verify``
+    reports as such. Values of the wrong type are passed through for ``verify`` to judge.
+    """
+    version, request_id, fingerprint, author, written_at, prev_hash, hash_, count = row[:8]
+    if count == 1:
+        changes: tuple[LoggedChange, ...] = (_new_tuple(LoggedChange, row[8:]),)
+    else:
+        if type(count) is not int or not 1 < count <= 64:
+            raise ValueError(f"log entry {version} counts {count!r} changes")
+        columns = [_loads(value) if type(value) is str else value for value in row[8:]]
+        if not all(type(value) is list and len(value) == count for value in columns):
+            raise ValueError(f"log entry {version} does not hold its {count} changes")
+        changes = tuple([_new_tuple(LoggedChange, change) for change in zip(*columns, strict=True)])
+    return _new_tuple(
+        LogEntry,
+        (
+            notebook_id,
+            version,
+            request_id,
+            fingerprint,
+            author,
+            written_at,
+            changes,
+            prev_hash,
+            hash_,
+        ),
+    )
 
 
 def _known_heads(store: object) -> dict[str, tuple[int, str]]:
     """The ``(version, head hash)`` of each notebook as this store last read or wrote it.
 
-    Only a guess: ``_append_after_known_head`` writes nothing unless the database still agrees.
-    Kept on the store object (created on first use) and bounded by ``_remember_head``.
+    Only a guess: ``_append`` writes nothing unless the database still agrees. Kept on the
+    store object (created on first use) and bounded by ``_remember_head``.
     """
     heads: dict[str, tuple[int, str]] = vars(store).setdefault("_known_heads", {})
     return heads
@@ -310,102 +325,134 @@ def _remember_head(
     heads[notebook_id] = (version, head_hash)
 
 
-def _append_after_known_head(conn: Any, wait: float, entry: LogEntry) -> str | None:
-    """Append ``entry`` (one change; its ``hash`` is computed here) in four statements instead
-    of five, or do nothing.
+def _chained(
+    notebook_id: str,
+    version: int,
+    request_id: str,
+    fingerprint: str,
+    author: str,
+    written_at: str,
+    changes: tuple[LoggedChange, ...],
+    prev_hash: str,
+) -> LogEntry:
+    """The log entry for these values after the head ``prev_hash``, its hash computed."""
+    body = (notebook_id, version, request_id, fingerprint, author, written_at, changes, prev_hash)
+    return _new_tuple(LogEntry, (*body, entry_hash(*body)))
 
-    ``remember`` first reads the notebook's state, version and head, an earlier call with the
-    request id and whether the name exists, then decides (oh.core). When this store already
-    knows the head the caller's ``based_on`` names, the write can go ahead on the assumption
-    that all those checks pass, each assumption being a condition the statements themselves
-    test: the entry is inserted only from a notebook row that is open, unexpired, at version
-    ``based_on`` with that head; the unique request id and an added name's primary key refuse a
-    duplicate; a replaced or removed record must be there. So this either writes exactly what
-    the full path would (returning the new head) or rolls back and returns None, and the full
-    path runs and decides.
+
+# The current records of an entry with several changes, from the arrays its log row keeps.
+_INSERT_RECORDS = (
+    "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at, version)"
+    " SELECT ?1, ?5 ->> key, ?8 ->> key, value, ?7 ->> key, ?2, ?3, ?4 FROM json_each(?6)"
+)
+
+
+def _append(conn: Any, entry: LogEntry) -> bool:
+    """Write ``entry`` (its ``hash`` computed) and apply it to the current records, inside the
+    caller's write transaction; False (or a ``ValueError`` from a unique key) if the database
+    does not agree with the assumptions below, and then the caller rolls back.
+
+    ``remember`` decides a call (oh.core) from one read: the notebook's state, version and head,
+    an earlier call with the request id, and which named records exist. When the store already
+    knows the head the caller's ``based_on`` names, it writes at once, each check being a
+    condition these statements test: the entry goes in only from a notebook row that is open,
+    unexpired, at version ``based_on`` with that head; the unique request id and an added name's
+    primary key refuse a duplicate; every replaced or removed record must be there. So this
+    either writes exactly what the decided call writes or nothing, and the full path then reads
+    and decides. After the full path has decided, the same statements write its entry.
+
+    libsql prepares every statement anew (it keeps no statement cache), so each statement's
+    text, its parameters and the triggers it fires are paid on every call: one change takes one
+    short statement per table; several take one per table however many they are, the values
+    travelling as the JSON arrays the log row keeps, which SQLite's ``json_each`` unpacks.
     """
-    ((op, name, content, digest),) = entry.changes
+    changes = entry.changes
     notebook_id, version, author, written_at = entry[0], entry[1], entry[4], entry[5]
-    new_hash = entry_hash(*entry[:8])
-    when_free(conn, "BEGIN IMMEDIATE", wait)
-    try:
-        done = (
+    count, op, name, content, digest = _change_columns(changes)
+    if (
+        conn.execute(
+            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author, written_at,"
+            " prev_hash, hash, changes, op, name, content, digest)"
+            " SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13 FROM notebooks"
+            " WHERE id = ?1 AND state = 'open' AND forgets_at > ?6 AND version = ?2 - 1"
+            " AND head_hash = ?7",
+            (*entry[:6], entry.prev_hash, entry.hash, count, op, name, content, digest),
+        ).rowcount
+        != 1
+    ):
+        return False
+    if count == 1:
+        if op == "add":  # the primary key refuses a name that exists
             conn.execute(
-                "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
-                " written_at, prev_hash, hash) SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8"
-                " FROM notebooks WHERE id = ?1 AND state = 'open' AND forgets_at > ?6"
-                " AND version = ?2 - 1 AND head_hash = ?7",
-                (*entry[:6], entry.prev_hash, new_hash),
-            ).rowcount
-            == 1
-        )
-        if done:
-            conn.execute(
-                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
-                " VALUES (?, ?, 0, ?, ?, ?, ?)",
-                (notebook_id, version, op, name, content, digest),
+                "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (notebook_id, name, kind_of(name), content, digest, author, written_at, version),
             )
-            if op == "add":  # the primary key refuses a name that exists
+        elif op == "replace":
+            if (
                 conn.execute(
-                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
-                    " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "UPDATE records SET kind = ?, content = ?, digest = ?, author = ?,"
+                    " written_at = ?, version = ? WHERE notebook_id = ? AND name = ?",
                     (
-                        notebook_id,
-                        name,
                         kind_of(name),
                         content,
                         digest,
                         author,
                         written_at,
                         version,
+                        notebook_id,
+                        name,
                     ),
-                )
-            elif op == "replace":
-                done = (
-                    conn.execute(
-                        "UPDATE records SET kind = ?, content = ?, digest = ?, author = ?,"
-                        " written_at = ?, version = ? WHERE notebook_id = ? AND name = ?",
-                        (
-                            kind_of(name),
-                            content,
-                            digest,
-                            author,
-                            written_at,
-                            version,
-                            notebook_id,
-                            name,
-                        ),
-                    ).rowcount
-                    == 1
-                )
-            else:
-                done = (
-                    conn.execute(
-                        "DELETE FROM records WHERE notebook_id = ? AND name = ?",
-                        (notebook_id, name),
-                    ).rowcount
-                    == 1
-                )
-        if done:
+                ).rowcount
+                != 1
+            ):
+                return False
+        elif (
             conn.execute(
-                "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
-                (version, new_hash, notebook_id),
+                "DELETE FROM records WHERE notebook_id = ? AND name = ?", (notebook_id, name)
+            ).rowcount
+            != 1
+        ):
+            return False
+    else:
+        # Replaced and removed records must all be there: they are deleted first (and counted),
+        # then added and replaced ones inserted, where the primary key refuses an added name
+        # that exists.
+        gone = [c.name for c in changes if c.op != "add"]
+        if gone and (
+            conn.execute(
+                "DELETE FROM records WHERE notebook_id = ? AND name IN"
+                " (SELECT value FROM json_each(?))",
+                (notebook_id, _json_rows(gone)),
+            ).rowcount
+            != len(gone)
+        ):
+            return False
+        kept = len(changes) - sum(1 for c in changes if c.op == "remove")
+        if kept:
+            # Each value is looked up by index in its own array; kinds travel as an array too
+            # (measured: cheaper than deriving each from its name in SQL).
+            conn.execute(
+                _INSERT_RECORDS
+                if kept == count
+                else _INSERT_RECORDS + " WHERE ?9 ->> key != 'remove'",
+                (
+                    notebook_id,
+                    author,
+                    written_at,
+                    version,
+                    name,
+                    content,
+                    digest,
+                    _json_rows([kind_of(c.name) for c in changes]),
+                    op,
+                ),
             )
-    except ValueError:
-        done = False  # a unique key refused it (or anything else: the full path will tell)
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    if not done:
-        conn.execute("ROLLBACK")
-        return None
-    try:
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    return new_hash
+    conn.execute(
+        "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
+        (version, entry.hash, notebook_id),
+    )
+    return True
 
 
 class LibsqlDatabase:
@@ -559,31 +606,38 @@ class LibsqlMemoryStore(LibsqlDatabase):
         # Everything that needs no database happens before the write lock is taken.
         payload, logged = fingerprint_and_log(based_on, changes)
         written_at = utc_text(now)
-        single = len(logged) == 1
-        names = logged[0].name if single else _json_rows([c.name for c in logged])
         heads = _known_heads(self)
         with self._lock, translated():
             conn = self._conn
             known = heads.get(notebook_id)
-            if single and known is not None and known[0] == based_on:
-                appended = _append_after_known_head(
-                    conn,
-                    self.busy_wait,
-                    LogEntry(
-                        notebook_id,
-                        based_on + 1,
-                        request_id,
-                        payload,
-                        author,
-                        written_at,
-                        logged,
-                        known[1],
-                        "",
-                    ),
+            if known is not None and known[0] == based_on:
+                # The store wrote or read this head last: write at once, as ``_append`` says.
+                version = based_on + 1
+                entry = _chained(
+                    notebook_id, version, request_id, payload, author, written_at, logged, known[1]
                 )
-                if appended is not None:
-                    heads[notebook_id] = (based_on + 1, appended)
-                    return Applied(based_on + 1, ((logged[0].name, logged[0].digest),))
+                new_hash = entry.hash
+                when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
+                try:
+                    done = _append(conn, entry)
+                except ValueError:
+                    done = False  # a unique key refused it (or anything else: the full path tells)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                if done:
+                    try:
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        heads.pop(notebook_id, None)
+                        if conn.in_transaction:
+                            conn.execute("ROLLBACK")
+                        raise
+                    heads[notebook_id] = (version, new_hash)
+                    return Applied(version, tuple([(c.name, c.digest) for c in logged]))
+                conn.execute("ROLLBACK")
+            single = len(logged) == 1
+            names = logged[0].name if single else _json_rows([c.name for c in logged])
             when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
             try:
                 # One statement reads all the call depends on: the notebook, an earlier call
@@ -613,7 +667,7 @@ class LibsqlMemoryStore(LibsqlDatabase):
                         ((names,) if existing else ()) if single else json.loads(existing),
                     )
                     version += 1
-                    new_hash = entry_hash(
+                    entry = _chained(
                         notebook_id,
                         version,
                         request_id,
@@ -623,25 +677,12 @@ class LibsqlMemoryStore(LibsqlDatabase):
                         logged,
                         head_hash,
                     )
-                    conn.execute(
-                        "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
-                        " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (
-                            notebook_id,
-                            version,
-                            request_id,
-                            payload,
-                            author,
-                            written_at,
-                            head_hash,
-                            new_hash,
-                        ),
-                    )
-                    self._apply_current(conn, notebook_id, logged, author, written_at, version)
-                    conn.execute(
-                        "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
-                        (version, new_hash, notebook_id),
-                    )
+                    new_hash = entry.hash
+                    if not _append(conn, entry):
+                        raise IntegrityError(
+                            f"notebook {notebook_id}: the current records disagree with the"
+                            " checks just made (run oh verify)"
+                        )
                     result = Applied(version, tuple((c.name, c.digest) for c in logged))
                 conn.execute("COMMIT")
             except BaseException:
@@ -652,82 +693,6 @@ class LibsqlMemoryStore(LibsqlDatabase):
             if isinstance(result, Applied) and prior is None:
                 heads[notebook_id] = (version, new_hash)
         return result
-
-    @staticmethod
-    def _apply_current(
-        conn: Any,
-        notebook_id: str,
-        logged: Sequence[LoggedChange],
-        author: str,
-        written_at: str,
-        version: int,
-    ) -> None:
-        """Write a new entry's changes to ``log_changes`` and to the current records.
-
-        libsql prepares every statement anew (it keeps no statement cache) and ``executemany``
-        prepares one statement per row, so each statement's text, its parameters and the
-        triggers it fires are paid on every call. One change takes two short statements; several
-        take one statement per table however many they are: the changes travel as JSON arrays
-        that SQLite's ``json_each`` unpacks, and the current records are copied from the
-        ``log_changes`` rows just written, so no content is bound twice.
-        """
-        if len(logged) == 1:
-            op, name, content, digest = logged[0]
-            conn.execute(
-                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
-                " VALUES (?, ?, 0, ?, ?, ?, ?)",
-                (notebook_id, version, op, name, content, digest),
-            )
-            if op == "remove":
-                conn.execute(
-                    "DELETE FROM records WHERE notebook_id = ? AND name = ?", (notebook_id, name)
-                )
-            else:
-                conn.execute(
-                    "INSERT OR REPLACE INTO records (notebook_id, name, kind, content, digest,"
-                    " author, written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        notebook_id,
-                        name,
-                        kind_of(name),
-                        content,
-                        digest,
-                        author,
-                        written_at,
-                        version,
-                    ),
-                )
-            return
-        # Contents are the rows json_each walks; ops, names and digests are looked up by index
-        # in their own short arrays (cheaper than unpacking one array per change).
-        conn.execute(
-            "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
-            " SELECT ?1, ?2, key, ?4 ->> key, ?5 ->> key, value, ?6 ->> key FROM json_each(?3)",
-            (
-                notebook_id,
-                version,
-                _json_rows([c.content for c in logged]),
-                _json_rows([c.op for c in logged]),
-                _json_rows([c.name for c in logged]),
-                _json_rows([c.digest for c in logged]),
-            ),
-        )
-        removed = [c.name for c in logged if c.op == "remove"]
-        if removed:
-            conn.execute(
-                "DELETE FROM records WHERE notebook_id = ? AND name IN"
-                " (SELECT value FROM json_each(?))",
-                (notebook_id, _json_rows(removed)),
-            )
-        if len(removed) < len(logged):
-            conn.execute(
-                "INSERT OR REPLACE INTO records (notebook_id, name, kind, content, digest, author,"
-                " written_at, version) SELECT notebook_id, name, CASE WHEN instr(name, ':') > 0"
-                " THEN substr(name, 1, instr(name, ':') - 1) ELSE name END, content, digest, ?3,"
-                " ?4, version FROM log_changes"
-                " WHERE notebook_id = ?1 AND version = ?2 AND op != 'remove'",
-                (notebook_id, version, author, written_at),
-            )
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
         """Delete a notebook's content at once, leave its tombstone; return what was removed."""
@@ -782,34 +747,43 @@ class LibsqlMemoryStore(LibsqlDatabase):
     @staticmethod
     def _entries(conn: Any, notebook_id: str, first: int, last: int) -> list[LogEntry]:
         """The entries with versions ``first`` to ``last``, in version order."""
-        heads = conn.execute(
+        rows = conn.execute(
             f"SELECT {_LOG_COLUMNS} FROM log"
             " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
             (notebook_id, first, last),
         ).fetchall()
-        return _log_entries(conn, notebook_id, heads)
+        try:
+            return [_entry_from_row(notebook_id, row) for row in rows]
+        except ValueError as exc:
+            raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
 
     def log(self, notebook_id: str, *, batch: int = 1000) -> Iterator[LogEntry]:
         """The log in version order, read a page at a time (each page one read transaction).
 
         A page holds at most ``batch`` entries and about ``_LOG_PAGE_CHANGES`` changes, so
         memory stays flat whatever the log's length or the number of changes per entry, and the
-        consumer's work on one page overlaps nothing: the lock is released between pages.
+        consumer's work on one page overlaps nothing: the lock is released between pages. A row
+        whose changes cannot be read raises ``IntegrityError`` when the reader reaches it.
         """
         after, size = 0, min(batch, 16)
+        make = _entry_from_row
         while True:
             with self._read() as conn:
-                heads = conn.execute(
+                rows = conn.execute(
                     f"SELECT {_LOG_COLUMNS} FROM log"
                     " WHERE notebook_id = ? AND version > ? ORDER BY version LIMIT ?",
                     (notebook_id, after, size),
                 ).fetchall()
-                entries = _log_entries(conn, notebook_id, heads)
-            yield from entries
-            if len(heads) < size:
+            for row in rows:
+                try:
+                    entry = make(notebook_id, row)
+                except ValueError as exc:
+                    raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
+                yield entry
+            if len(rows) < size:
                 return
-            after = heads[-1][0]
-            changes = sum(len(entry.changes) for entry in entries)
+            after = rows[-1][0]
+            changes = sum(row[7] if type(row[7]) is int else 1 for row in rows)
             size = max(1, min(batch, size * _LOG_PAGE_CHANGES // max(changes, 1)))
 
     def save_answer(self, answer: Answer, now: datetime) -> None:
@@ -896,11 +870,19 @@ class LibsqlMemoryStore(LibsqlDatabase):
             if current is None:
                 raise NotFound(f"no notebook {notebook_id}")
             rows = conn.execute(
-                "SELECT name, digest, content FROM log_changes"
-                " WHERE notebook_id = ? AND version > ? ORDER BY version, seq",
+                f"SELECT {_LOG_COLUMNS} FROM log"
+                " WHERE notebook_id = ? AND version > ? ORDER BY version",
                 (notebook_id, version),
             ).fetchall()
-        return current[0], [(name, digest, content) for name, digest, content in rows]
+        try:
+            entries = [_entry_from_row(notebook_id, row) for row in rows]
+        except ValueError as exc:
+            raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
+        return current[0], [
+            (name, digest, content)
+            for entry in entries
+            for _, name, content, digest in entry.changes
+        ]
 
     def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
         with self._read() as conn:
@@ -962,7 +944,8 @@ class LibsqlMemoryStore(LibsqlDatabase):
             for entry in entries:
                 conn.execute(
                     "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
-                    " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    " written_at, prev_hash, hash, changes, op, name, content, digest)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         notebook.id,
                         entry.version,
@@ -972,15 +955,8 @@ class LibsqlMemoryStore(LibsqlDatabase):
                         entry.written_at,
                         entry.prev_hash,
                         entry.hash,
+                        *_change_columns(entry.changes),
                     ),
-                )
-                conn.executemany(
-                    "INSERT INTO log_changes (notebook_id, version, seq, op, name, content,"
-                    " digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (notebook.id, entry.version, seq, c.op, c.name, c.content, c.digest)
-                        for seq, c in enumerate(entry.changes)
-                    ],
                 )
                 fold(state, entry)
             if state:
