@@ -381,6 +381,8 @@ def _drop_entry(exported: bytes) -> bytes:
         (_drop_entry, IntegrityError),  # a missing entry
         (lambda e: _edit(e, 1, lambda v: v.update(version=9)), IntegrityError),  # head
         (lambda e: _edit(e, 0, lambda v: v.update(format_version=2)), InvalidArgument),
+        (lambda e: _edit(e, 2, lambda v: v.update(changes=[])), InvalidArgument),  # no change
+        (lambda e: _edit(e, 2, lambda v: v.update(changes=v["changes"] * 65)), InvalidArgument),
         (lambda e: b"not json\n", InvalidArgument),
         (lambda e: b"", InvalidArgument),
     ],

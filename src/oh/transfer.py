@@ -39,7 +39,7 @@ from typing import IO, Any, BinaryIO
 
 from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.core.canonical import canonical_bytes, canonical_text, parse_json, sha256_hex
-from oh.core.changes import LogEntry, LoggedChange, genesis_hash
+from oh.core.changes import MAX_CHANGES, LogEntry, LoggedChange, genesis_hash
 from oh.core.notebook import STATES, Notebook
 from oh.core.records import kind_of
 from oh.core.reviewed import (
@@ -420,6 +420,8 @@ def _entry_of(notebook_id: str, line: dict[str, Any], where: str) -> LogEntry:
             if parse_json(text_content, at).get("name") != name:
                 raise IntegrityError(f"{at}: content names another record")
         changes.append(LoggedChange(op, name, content, digest))
+    if not 1 <= len(changes) <= MAX_CHANGES:  # what no remember call can have written
+        raise InvalidArgument(f"{where}: an entry holds 1 to {MAX_CHANGES} changes")
     return LogEntry(
         notebook_id,
         _field(line, "version", int, where),
