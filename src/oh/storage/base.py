@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from oh.core.answers import Answer
 from oh.core.changes import Change, LogEntry, RememberResult
@@ -25,7 +25,23 @@ __all__ = [
     "MemoryStore",
     "PackInstall",
     "PurgeAccess",
+    "RecordCheck",
 ]
+
+
+class RecordCheck(NamedTuple):
+    """A current record as ``verify`` compares it with the log: its stamps without its content,
+    and whether that content is exactly what its log entry wrote (``as_logged``: the entry at
+    ``version`` holds a change that added or replaced ``name`` with this very text). The
+    database compares the two texts, so a check neither moves nor hashes the content."""
+
+    name: str
+    kind: str
+    digest: str
+    author: str
+    written_at: str
+    version: int
+    as_logged: bool
 
 
 class MemoryStore(Protocol):
@@ -84,6 +100,11 @@ class MemoryStore(Protocol):
         ...
 
     def record(self, notebook_id: str, name: str) -> StoredRecord | None: ...
+
+    def record_checks(self, notebook_id: str, *, page: int = 2000) -> Iterator[RecordCheck]:
+        """A ``RecordCheck`` for each current record, ordered by name, read ``page`` records
+        at a time (each page one snapshot), so memory stays flat however many there are."""
+        ...
 
     def log(self, notebook_id: str) -> Iterator[LogEntry]:
         """The log entries in version order."""

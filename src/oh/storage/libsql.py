@@ -49,6 +49,7 @@ from oh.errors import (
     RequestIdReused,
     StorageUnavailable,
 )
+from oh.storage.base import RecordCheck
 from oh.storage.rows import NOTEBOOK_COLUMNS, notebook_from_row
 
 logger = logging.getLogger("oh.storage")
@@ -272,6 +273,20 @@ def _change_columns(
         _json_rows([c.content for c in changes]),
         _json_rows([c.digest for c in changes]),
     )
+
+
+# verify's view of the current records (``MemoryStore.record_checks``): stamps, no content.
+_RECORD_CHECKS = (
+    "SELECT r.name, r.kind, r.digest, r.author, r.written_at, r.version, EXISTS ("
+    " SELECT 1 FROM log AS l WHERE l.notebook_id = r.notebook_id AND l.version = r.version AND"
+    " CASE WHEN l.changes = 1"
+    " THEN l.op IN ('add', 'replace') AND l.name = r.name AND l.content = r.content"
+    " WHEN json_valid(l.op) AND json_valid(l.name) AND json_valid(l.content) THEN EXISTS ("
+    " SELECT 1 FROM json_each(l.name) AS j WHERE j.value = r.name"
+    " AND l.op ->> j.key IN ('add', 'replace') AND l.content ->> j.key = r.content)"
+    " ELSE 0 END)"
+    " FROM records AS r WHERE r.notebook_id = ?1 {after} ORDER BY r.name LIMIT ?2"
+)
 
 
 def _entry_from_row(notebook_id: str, row: Sequence[Any]) -> LogEntry:
@@ -737,6 +752,23 @@ class LibsqlMemoryStore(LibsqlDatabase):
                 (notebook_id, name),
             ).fetchone()
         return None if row is None else StoredRecord(*row)
+
+    def record_checks(self, notebook_id: str, *, page: int = 2000) -> Iterator[RecordCheck]:
+        # Keyset pages by name, each one read; the database compares each record's text with
+        # the change its entry logged (a plain column for one change, the array element of
+        # the name for several, arrays that are not JSON comparing as not logged).
+        last: Any = None
+        while True:
+            with self._read() as conn:
+                rows = conn.execute(
+                    _RECORD_CHECKS.format(after="" if last is None else "AND r.name > ?3"),
+                    (notebook_id, page) if last is None else (notebook_id, page, last),
+                ).fetchall()
+            for row in rows:
+                yield _new_tuple(RecordCheck, (*row[:6], row[6] == 1))
+            if len(rows) < page:
+                return
+            last = rows[-1][0]
 
     def _entry(self, conn: Any, notebook_id: str, version: int) -> LogEntry:
         entries = self._entries(conn, notebook_id, version, version)

@@ -54,6 +54,7 @@ from oh.errors import (
     RequestIdReused,
     StorageUnavailable,
 )
+from oh.storage.base import RecordCheck
 from oh.storage.rows import NOTEBOOK_COLUMNS, notebook_from_row
 
 if TYPE_CHECKING:
@@ -356,6 +357,16 @@ class PostgresDatabase:
 _RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
 
 
+# verify's view of the current records (``MemoryStore.record_checks``): stamps, no content.
+_RECORD_CHECKS = (
+    "SELECT r.name, r.kind, r.digest, r.author, r.written_at, r.version, EXISTS ("
+    " SELECT 1 FROM log_changes AS c WHERE c.notebook_id = r.notebook_id"
+    " AND c.version = r.version AND c.name = r.name AND c.op IN ('add', 'replace')"
+    " AND c.content = r.content)"
+    " FROM records AS r WHERE r.notebook_id = %s {after} ORDER BY r.name LIMIT %s"
+)
+
+
 def _counts(value: Any) -> dict[str, int]:
     if isinstance(value, str):
         value = json.loads(value)
@@ -630,6 +641,22 @@ class PostgresMemoryStore(PostgresDatabase):
                 (notebook_id, name),
             ).fetchone()
         return None if row is None else StoredRecord(*row)
+
+    def record_checks(self, notebook_id: str, *, page: int = 2000) -> Iterator[RecordCheck]:
+        # Keyset pages by name, each one transaction; the database compares each record's text
+        # with the change its entry logged for that name.
+        last: str | None = None
+        while True:
+            with self._transaction() as conn:
+                rows = conn.execute(
+                    _RECORD_CHECKS.format(after="" if last is None else "AND r.name > %s"),
+                    (notebook_id, page) if last is None else (notebook_id, last, page),
+                ).fetchall()
+            for row in rows:
+                yield RecordCheck(*row)
+            if len(rows) < page:
+                return
+            last = rows[-1][0]
 
     def _entry(self, conn: psycopg.Connection[Any], notebook_id: str, version: int) -> LogEntry:
         entries = self._entries(conn, notebook_id, version, version)

@@ -23,7 +23,7 @@ from oh.errors import (
     NotFound,
     RequestIdReused,
 )
-from oh.storage.base import MemoryStore
+from oh.storage.base import MemoryStore, RecordCheck
 from oh.verify import rebuild, replay, verify_notebook
 
 __all__ = ["T0", "MemoryStoreConformance", "StoreHarness", "add", "open_notebook"]
@@ -407,6 +407,52 @@ class MemoryStoreConformance:
         )
         problems = verify_notebook(store, notebook).problems
         assert {"drift", "digest"} <= {p.what for p in problems}
+
+    def test_record_checks_give_each_record_without_its_content(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", *[add(f"note:n{i}", f"text {i}") for i in range(7)])
+        write(store, notebook, 1, "r-2", replace("note:n3", "new"), remove("note:n5"))
+        write(store, notebook, 2, "r-3", add("note:n5", "back"))
+        write(store, notebook, 3, "r-4", replace("note:n0", "one change"))
+        want = [
+            RecordCheck(r.name, r.kind, r.digest, r.author, r.written_at, r.version, True)
+            for r in store.records(notebook)
+        ]
+        assert len(want) == 7
+        for page in (1, 3, 7, 2000):  # page boundaries fall anywhere, or nowhere
+            assert list(store.record_checks(notebook, page=page)) == want
+        assert all(type(check.as_logged) is bool for check in want)
+
+    def test_record_checks_tell_which_records_are_not_what_was_logged(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a", "true text"), add("note:b"))
+        write(store, notebook, 1, "r-2", add("note:c"))
+        write(store, notebook, 2, "r-3", add("note:d"))
+        harness.execute(
+            "UPDATE records SET content = replace(content, 'true', 'fake') WHERE notebook_id = ?"
+            " AND name = 'note:a'",
+            (notebook,),
+        )
+        # note:c claims the entry that wrote note:d, and note:d one that does not exist
+        harness.execute(
+            "UPDATE records SET version = 3 WHERE notebook_id = ? AND name = 'note:c'",
+            (notebook,),
+        )
+        harness.execute(
+            "UPDATE records SET version = 9 WHERE notebook_id = ? AND name = 'note:d'",
+            (notebook,),
+        )
+        checks = {c.name: c.as_logged for c in store.record_checks(notebook, page=2)}
+        assert checks == {"note:a": False, "note:b": True, "note:c": False, "note:d": False}
+        whats = {(p.what, p.detail.split()[0]) for p in verify_notebook(store, notebook).problems}
+        assert whats == {
+            ("drift", "note:a"),
+            ("digest", "current"),
+            ("drift", "note:c"),
+            ("drift", "note:d"),
+        }
 
     def test_rebuild_restores_the_current_records_exactly(
         self, harness: StoreHarness, store: MemoryStore, notebook: str
