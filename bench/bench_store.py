@@ -22,7 +22,10 @@ Figures (each a median of several repetitions after a warm-up, unless noted):
 It also prints the disk's fsync floor and Oh's extra microseconds per call over raw, which
 say how the write ratios would move on a disk with slower (or faster) fsync, and the floor of
 figures 1 and 2 for Oh's schema: the exact statements ``remember`` ran (recorded once), replayed
-on a fresh database with none of Oh's Python, timed like the other two.
+on a fresh database with none of Oh's Python, timed like the other two. A second floor replays
+them without the statements on the current-record table (the log, its keys and the notebook's
+head only): what a write would cost if that derived table were brought up to date later, in
+batches, instead of in the acknowledged transaction.
 
 The ``remember`` figures include ``parse_changes`` (a real call validates its payload). No
 figure is asserted on; this is a measurement, not a test.
@@ -267,6 +270,12 @@ def record_statements(
     return notebook.id, calls
 
 
+def without_current_records(calls: list[list[tuple[str, Any]]]) -> list[list[tuple[str, Any]]]:
+    """The recorded calls without their statements on the derived current-record table."""
+    derived = ("INSERT INTO records", "UPDATE records", "DELETE FROM records")
+    return [[(sql, p) for sql, p in call if not sql.startswith(derived)] for call in calls]
+
+
 def replay_statements(conn: Any, calls: list[list[tuple[str, Any]]]) -> None:
     for statements in calls:
         for sql, params in statements:
@@ -319,12 +328,13 @@ def fsync_micros(parent: Path, count: int) -> float:
 
 def write_rates(
     parent: Path, sizes: Sizes, per_call: int, calls: int, synchronous: Synchronous
-) -> tuple[float, float, float]:
-    """Median rows/s of Oh, raw, and Oh's own statements replayed without Oh's Python (the
-    floor), for ``calls`` writes of ``per_call`` rows each.
+) -> tuple[float, float, float, float]:
+    """Median rows/s of Oh, raw, Oh's own statements replayed without Oh's Python (the
+    floor), and those statements without the ones on the current-record table (the log floor),
+    for ``calls`` writes of ``per_call`` rows each.
 
-    Repetitions alternate raw, Oh and the replay, each on a fresh file after ``sizes.warmup``
-    untimed calls, so drift in the disk or the machine affects all three alike.
+    Repetitions alternate raw, Oh and the two replays, each on a fresh file after
+    ``sizes.warmup`` untimed calls, so drift in the disk or the machine affects all alike.
     """
     warm_calls = sizes.warmup
     texts = note_texts((warm_calls + calls) * per_call)
@@ -337,7 +347,9 @@ def write_rates(
         for payload in payloads
     ]
     notebook_id, statements = record_statements(parent, payloads)
-    oh_rates, raw_rates, floor_rates = [], [], []
+    replays = {"floor": statements, "log": without_current_records(statements)}
+    oh_rates, raw_rates = [], []
+    floor_rates: dict[str, list[float]] = {kind: [] for kind in replays}
     for rep in range(sizes.reps):
         with scratch(parent, f"raw-{per_call}-{rep}") as where:
             raw = RawTable(where / "raw.db", synchronous)
@@ -361,20 +373,22 @@ def write_rates(
 
             oh_rates.append(calls * per_call / timed(run_oh))
             notebook.close()
-        with scratch(parent, f"floor-{per_call}-{rep}") as where:
-            notebook = OhNotebook(where / "oh.db", synchronous, notebook_id)
-            conn = notebook.store._conn
-            replay_statements(conn, statements[:warm_calls])
+        for kind, replayed in replays.items():
+            with scratch(parent, f"{kind}-{per_call}-{rep}") as where:
+                notebook = OhNotebook(where / "oh.db", synchronous, notebook_id)
+                conn = notebook.store._conn
+                replay_statements(conn, replayed[:warm_calls])
 
-            def run_floor(conn: Any = conn) -> None:
-                replay_statements(conn, statements[warm_calls:])
+                def run_floor(conn: Any = conn, replayed: Any = replayed) -> None:
+                    replay_statements(conn, replayed[warm_calls:])
 
-            floor_rates.append(calls * per_call / timed(run_floor))
-            notebook.close()
+                floor_rates[kind].append(calls * per_call / timed(run_floor))
+                notebook.close()
     return (
         statistics.median(oh_rates),
         statistics.median(raw_rates),
-        statistics.median(floor_rates),
+        statistics.median(floor_rates["floor"]),
+        statistics.median(floor_rates["log"]),
     )
 
 
@@ -564,16 +578,17 @@ def measure(sizes: Sizes, parent: Path, progress: Callable[[str], None]) -> Resu
     context["fsync_us"] = fsync_micros(parent, max(50, sizes.single_calls // 10))
 
     progress(f"1/4 single-change remember, {sizes.reps} x {sizes.single_calls} calls")
-    oh, raw, floor = write_rates(parent, sizes, 1, sizes.single_calls, "FULL")
+    oh, raw, floor, log_floor = write_rates(parent, sizes, 1, sizes.single_calls, "FULL")
     rows.append(
         row("remember, 1 change, sync=FULL", "calls/s", oh, raw, "raw 1-row txn/s", min_ratio=0.8)
     )
     context["single_oh_us_per_call"] = 1e6 / oh
     context["single_raw_us_per_call"] = 1e6 / raw
     context["single_floor_us_per_call"] = 1e6 / floor
+    context["single_log_floor_us_per_call"] = 1e6 / log_floor
 
     progress(f"2/4 {BATCH}-change remember, {sizes.reps} x {sizes.batch_calls} calls")
-    oh, raw, floor = write_rates(parent, sizes, BATCH, sizes.batch_calls, "FULL")
+    oh, raw, floor, log_floor = write_rates(parent, sizes, BATCH, sizes.batch_calls, "FULL")
     rows.append(
         row(
             f"remember, {BATCH} changes, sync=FULL",
@@ -587,6 +602,7 @@ def measure(sizes: Sizes, parent: Path, progress: Callable[[str], None]) -> Resu
     context["batch_oh_us_per_call"] = 1e6 * BATCH / oh
     context["batch_raw_us_per_call"] = 1e6 * BATCH / raw
     context["batch_floor_us_per_call"] = 1e6 * BATCH / floor
+    context["batch_log_floor_us_per_call"] = 1e6 * BATCH / log_floor
 
     progress(f"3/4 verify and replay over {sizes.log_entries:,} single-change entries")
     reads = read_rates(parent, sizes)
@@ -685,6 +701,8 @@ def notes(context: dict[str, float]) -> str:
     batch = context["batch_oh_us_per_call"] - context["batch_raw_us_per_call"]
     single_best = context["single_raw_us_per_call"] / context["single_floor_us_per_call"]
     batch_best = context["batch_raw_us_per_call"] / context["batch_floor_us_per_call"]
+    single_log = context["single_raw_us_per_call"] / context["single_log_floor_us_per_call"]
+    batch_log = context["batch_raw_us_per_call"] / context["batch_log_floor_us_per_call"]
     return "\n".join(
         [
             f"fsync floor (4 KiB append + fdatasync, median): {context['fsync_us']:,.0f} us",
@@ -696,6 +714,10 @@ def notes(context: dict[str, float]) -> str:
             f" 1 change {context['single_floor_us_per_call']:,.0f} us"
             f" (best ratio {single_best:.2f}x), {BATCH} changes"
             f" {context['batch_floor_us_per_call']:,.0f} us (best ratio {batch_best:.2f}x)",
+            "log floor (the same without the current-record table):"
+            f" 1 change {context['single_log_floor_us_per_call']:,.0f} us"
+            f" (best ratio {single_log:.2f}x), {BATCH} changes"
+            f" {context['batch_log_floor_us_per_call']:,.0f} us (best ratio {batch_log:.2f}x)",
         ]
     )
 
