@@ -24,8 +24,9 @@ say how the write ratios would move on a disk with slower (or faster) fsync, and
 figures 1 and 2 for Oh's schema: the exact statements ``remember`` ran (recorded once), replayed
 on a fresh database with none of Oh's Python, timed like the other two. A second floor replays
 them without the statements on the current-record table (the log, its keys and the notebook's
-head only): what a write would cost if that derived table were brought up to date later, in
-batches, instead of in the acknowledged transaction.
+head only): how much of each write the derived table is, and the most a write could approach
+if that table were brought up to date outside the acknowledged transaction (which is not free:
+bench/README.md, "What remains").
 
 The ``remember`` figures include ``parse_changes`` (a real call validates its payload). No
 figure is asserted on; this is a measurement, not a test.
