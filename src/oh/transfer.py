@@ -211,19 +211,7 @@ def export_notebooks(
 
 
 def _revision_line(entry: Revision) -> dict[str, Any]:
-    return {
-        "type": "revision",
-        "owner": entry.owner,
-        "revision": entry.revision,
-        "what": entry.what,
-        "proposal_id": entry.proposal_id,
-        "name": entry.name,
-        "digest": entry.digest,
-        "made_by": entry.made_by,
-        "made_at": entry.made_at,
-        "prev_hash": entry.prev_hash,
-        "hash": entry.hash,
-    }
+    return {"type": "revision", **entry.hashed_body(), "hash": entry.hash}
 
 
 def _reviewed_line(owner: str, record: ReviewedRecord) -> dict[str, Any]:

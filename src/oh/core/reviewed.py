@@ -24,8 +24,10 @@ __all__ = [
     "ReviewedRecord",
     "Revision",
     "Source",
+    "accepted_version",
     "find_conflicts",
     "knowledge_genesis",
+    "pack_revision",
     "revision_hash",
 ]
 
@@ -251,8 +253,10 @@ class Revision:
     prev_hash: str
     hash: str
 
-    def to_json(self) -> dict[str, Any]:
+    def hashed_body(self) -> dict[str, Any]:
+        """Every field but ``hash``: what ``revision_hash`` covers, and an export line holds."""
         return {
+            "owner": self.owner,
             "revision": self.revision,
             "what": self.what,
             "proposal_id": self.proposal_id,
@@ -260,7 +264,14 @@ class Revision:
             "digest": self.digest,
             "made_by": self.made_by,
             "made_at": self.made_at,
+            "prev_hash": self.prev_hash,
         }
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as a caller sees it: without the owner (known) and the chain."""
+        body = self.hashed_body()
+        del body["owner"], body["prev_hash"]
+        return body
 
 
 def knowledge_genesis(owner: str) -> str:
@@ -268,18 +279,23 @@ def knowledge_genesis(owner: str) -> str:
 
 
 def revision_hash(entry: Revision) -> str:
-    body = {
-        "owner": entry.owner,
-        "revision": entry.revision,
-        "what": entry.what,
-        "proposal_id": entry.proposal_id,
-        "name": entry.name,
-        "digest": entry.digest,
-        "made_by": entry.made_by,
-        "made_at": entry.made_at,
-        "prev_hash": entry.prev_hash,
-    }
-    return sha256_hex(canonical_text(body))
+    return sha256_hex(canonical_text(entry.hashed_body()))
+
+
+def pack_revision(
+    owner: str,
+    revision: int,
+    name: str,
+    digest: str,
+    *,
+    made_by: str,
+    made_at: str,
+    prev_hash: str,
+) -> Revision:
+    """The hash-chained revision entry that installs pack ``name`` (``digest``) at
+    ``revision``. One definition, so every backend writes the same thing."""
+    entry = Revision(owner, revision, "pack", None, name, digest, made_by, made_at, prev_hash, "")
+    return dataclasses.replace(entry, hash=revision_hash(entry))
 
 
 def accepted_version(

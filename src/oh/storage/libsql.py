@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import libsql
 
-from oh.core.answers import Answer, decode_rows, encode_rows
+from oh.core.answers import Answer
 from oh.core.changes import (
     Applied,
     Change,
@@ -34,6 +34,7 @@ from oh.core.changes import (
     check_against,
     entry_hash,
     fingerprint_and_log,
+    fold,
     genesis_hash,
 )
 from oh.core.clock import utc_text
@@ -50,7 +51,14 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.storage.base import RecordCheck
-from oh.storage.rows import NOTEBOOK_COLUMNS, notebook_from_row
+from oh.storage.rows import (
+    ANSWER_COLUMNS,
+    NOTEBOOK_COLUMNS,
+    answer_from_row,
+    answer_values,
+    insert,
+    notebook_from_row,
+)
 
 logger = logging.getLogger("oh.storage")
 
@@ -307,6 +315,22 @@ _RECORD_CHECKS = (
     " ELSE 0 END)"
     " FROM records AS r WHERE r.notebook_id = ?1 {after} ORDER BY r.name LIMIT ?2"
 )
+
+
+def _insert_records(conn: Any, notebook_id: str, records: Sequence[StoredRecord]) -> None:
+    """Insert current records, their rows travelling as JSON arrays a few hundred per statement
+    (``executemany`` would prepare one statement, and compile its trigger, per row)."""
+    for start in range(0, len(records), _ROWS_PER_STATEMENT):
+        rows = [
+            [r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version]
+            for r in records[start : start + _ROWS_PER_STATEMENT]
+        ]
+        conn.execute(
+            "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at,"
+            " version) SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3,"
+            " value ->> 4, value ->> 5, value ->> 6 FROM json_each(?2)",
+            (notebook_id, _json_rows(rows)),
+        )
 
 
 def _entry_from_row(notebook_id: str, row: Sequence[Any]) -> LogEntry:
@@ -839,7 +863,7 @@ class LibsqlMemoryStore(LibsqlDatabase):
             size = max(1, min(batch, size * _LOG_PAGE_CHANGES // max(changes, 1)))
 
     def save_answer(self, answer: Answer, now: datetime) -> None:
-        rows = encode_rows(answer.rows)
+        values = answer_values(answer)
         with self._lock, translated():
             # Answers are ephemeral: this one commit skips the fsync (WAL, synchronous=NORMAL).
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -850,23 +874,10 @@ class LibsqlMemoryStore(LibsqlDatabase):
                         (answer.notebook_id, utc_text(now)),
                     )
                     conn.execute(
-                        "INSERT INTO answers (notebook_id, answer_id, caller, question, params,"
-                        " version, revision, created_at, expires_at, rows)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-                        " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
+                        insert("answers", ANSWER_COLUMNS, "?")
+                        + " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
                         " SET expires_at = max(expires_at, excluded.expires_at)",
-                        (
-                            answer.notebook_id,
-                            answer.answer_id,
-                            answer.caller,
-                            answer.question,
-                            json.dumps(answer.params, sort_keys=True),
-                            answer.version,
-                            answer.revision,
-                            answer.created_at,
-                            answer.expires_at,
-                            rows,
-                        ),
+                        values,
                     )
             finally:
                 self._conn.execute(f"PRAGMA synchronous={self.synchronous}")
@@ -876,27 +887,10 @@ class LibsqlMemoryStore(LibsqlDatabase):
     ) -> Answer | None:
         with self._lock, translated():
             row = self._conn.execute(
-                "SELECT caller, question, params, version, revision, created_at, expires_at,"
-                " rows FROM answers WHERE notebook_id = ? AND answer_id = ?",
+                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? AND answer_id = ?",
                 (notebook_id, answer_id),
             ).fetchone()
-        if row is None:
-            return None
-        caller, question, params, version, revision, created_at, expires_at, rows = row
-        return Answer(
-            answer_id=answer_id,
-            notebook_id=notebook_id,
-            caller=caller,
-            question=question,
-            params=json.loads(params),
-            version=version,
-            revision=revision,
-            created_at=created_at,
-            expires_at=expires_at,
-            rows=decode_rows(rows, offset, limit),
-            total=rows.count("\n") + 1 if rows else 0,
-            offset=offset,
-        )
+        return None if row is None else answer_from_row(row, offset, limit)
 
     def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
         with self._lock, translated():
@@ -944,21 +938,10 @@ class LibsqlMemoryStore(LibsqlDatabase):
         return version[0], [(name, digest) for name, digest in rows]
 
     def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
-        # Rows travel as JSON arrays, a few hundred per statement: executemany would prepare
-        # one statement (and compile its trigger) per row.
-        rows = [
-            [r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version]
-            for r in records
-        ]
+        rows = list(records)
         with self._write() as conn:
             conn.execute("DELETE FROM records WHERE notebook_id = ?", (notebook_id,))
-            for start in range(0, len(rows), _ROWS_PER_STATEMENT):
-                conn.execute(
-                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
-                    " written_at, version) SELECT ?1, value ->> 0, value ->> 1, value ->> 2,"
-                    " value ->> 3, value ->> 4, value ->> 5, value ->> 6 FROM json_each(?2)",
-                    (notebook_id, _json_rows(rows[start : start + _ROWS_PER_STATEMENT])),
-                )
+            _insert_records(conn, notebook_id, rows)
 
     # -- export and import (SPEC §9) ------------------------------------------------------
 
@@ -966,8 +949,6 @@ class LibsqlMemoryStore(LibsqlDatabase):
         """Recreate an exported notebook exactly, in one ``BEGIN IMMEDIATE`` transaction: its
         row, its log entries as they were and its current records folded from them.
         ``already_exists`` if its id or run is taken. The caller checks the chain."""
-        from oh.core.changes import fold
-
         live = notebook.state in ("open", "expired")
         with self._write() as conn:
             conn.execute(
@@ -1005,24 +986,7 @@ class LibsqlMemoryStore(LibsqlDatabase):
                     ),
                 )
                 fold(state, entry)
-            if state:
-                conn.executemany(
-                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
-                    " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [
-                        (
-                            notebook.id,
-                            r.name,
-                            r.kind,
-                            r.content,
-                            r.digest,
-                            r.author,
-                            r.written_at,
-                            r.version,
-                        )
-                        for r in state.values()
-                    ],
-                )
+            _insert_records(conn, notebook.id, list(state.values()))
             conn.execute(
                 "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?"
                 " WHERE id = ?",

@@ -19,16 +19,23 @@ from oh.core.reviewed import (
     Revision,
     accepted_version,
     knowledge_genesis,
-    revision_hash,
+    pack_revision,
 )
 from oh.errors import AlreadyExists, NotFound
 from oh.storage.base import PackInstall
 from oh.storage.libsql import LibsqlDatabase, translated
 from oh.storage.rows import (
+    PACK_COLUMNS,
     PROPOSAL_COLUMNS,
     REVIEWED_COLUMNS,
+    REVISION_COLUMNS,
+    insert,
+    pack_values,
     proposal_from_row,
+    proposal_values,
     reviewed_from_row,
+    reviewed_values,
+    revision_values,
 )
 
 __all__ = ["LibsqlKnowledgeStore"]
@@ -82,27 +89,8 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
     # -- proposals and decisions ----------------------------------------------------------
 
     def add_proposal(self, proposal: Proposal) -> None:
-        note = proposal.note or {}
         with self._write() as conn:
-            conn.execute(
-                "INSERT INTO proposals (id, owner, proposed_by, proposed_at, notebook_id,"
-                " note_name, note_author, note_version, name, content, digest, source, state)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
-                (
-                    proposal.id,
-                    proposal.owner,
-                    proposal.proposed_by,
-                    proposal.proposed_at,
-                    note.get("notebook"),
-                    note.get("name"),
-                    note.get("author"),
-                    note.get("version"),
-                    proposal.name,
-                    proposal.content,
-                    proposal.digest,
-                    canonical_text(proposal.source.to_json()),
-                ),
-            )
+            conn.execute(_INSERT_PROPOSAL, proposal_values(proposal, pending=True))
 
     def _proposal(self, conn: Any, proposal_id: str) -> Proposal:
         row = conn.execute(
@@ -127,6 +115,22 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
         return [proposal_from_row(row) for row in rows]
 
     @staticmethod
+    def _knowledge_base(conn: Any, owner: str) -> tuple[int, str]:
+        """``owner``'s revision and head inside the caller's write transaction, its row made at
+        revision 0 if it has none."""
+        row = conn.execute(
+            "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
+        ).fetchone()
+        if row is not None:
+            return int(row[0]), str(row[1])
+        head = knowledge_genesis(owner)
+        conn.execute(
+            "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, 0, ?)",
+            (owner, head),
+        )
+        return 0, head
+
+    @staticmethod
     def _decide(
         conn: Any, proposal: Proposal, state: str, decision: Decision, revision: int | None
     ) -> None:
@@ -147,17 +151,7 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
         with self._write() as conn:
             proposal = self._proposal(conn, proposal_id)
             owner = proposal.owner
-            row = conn.execute(
-                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
-            ).fetchone()
-            if row is None:
-                latest, head = 0, knowledge_genesis(owner)
-                conn.execute(
-                    "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, 0, ?)",
-                    (owner, head),
-                )
-            else:
-                latest, head = row
+            latest, head = self._knowledge_base(conn, owner)
             revision = latest + 1
             self._decide(conn, proposal, "accepted", decision, revision)
             before = conn.execute(
@@ -173,44 +167,11 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
                 prev_hash=head,
                 supersedes=before,
             )
-            entry_hash = entry.hash
-            conn.execute(
-                "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest,"
-                " made_by, made_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    owner,
-                    revision,
-                    "decision",
-                    proposal.id,
-                    record.name,
-                    reviewed.digest,
-                    decision.by,
-                    decision.at,
-                    head,
-                    entry_hash,
-                ),
-            )
-            conn.execute(
-                f"INSERT INTO reviewed (owner, {REVIEWED_COLUMNS})"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    owner,
-                    reviewed.name,
-                    reviewed.kind,
-                    reviewed.content,
-                    reviewed.digest,
-                    reviewed.author,
-                    reviewed.written_at,
-                    revision,
-                    canonical_text(reviewed.source.to_json()),
-                    canonical_text(decision.to_json()),
-                    proposal.id,
-                    before,
-                ),
-            )
+            conn.execute(_INSERT_REVISION, revision_values(entry))
+            conn.execute(_INSERT_REVIEWED, reviewed_values(owner, reviewed))
             conn.execute(
                 "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
-                (revision, entry_hash, owner),
+                (revision, entry.hash, owner),
             )
         return reviewed
 
@@ -276,43 +237,26 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
             }
             if in_force != dict(expected):
                 return None
-            row = conn.execute(
-                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
-            ).fetchone()
-            if row is None:
-                latest, head = 0, knowledge_genesis(owner)
-                conn.execute(
-                    "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, 0, ?)",
-                    (owner, head),
-                )
-            else:
-                latest, head = row
+            latest, head = self._knowledge_base(conn, owner)
             revision = latest + 1
-            entry = Revision(
-                owner, revision, "pack", None, name, digest, made_by, made_at, head, ""
+            entry = pack_revision(
+                owner, revision, name, digest, made_by=made_by, made_at=made_at, prev_hash=head
             )
-            entry_hash = revision_hash(entry)
-            conn.execute(
-                "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest,"
-                " made_by, made_at, prev_hash, hash) VALUES (?, ?, 'pack', NULL, ?, ?, ?, ?, ?, ?)",
-                (owner, revision, name, digest, made_by, made_at, head, entry_hash),
-            )
-            conn.execute(
-                f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (owner, name, version, digest, content, revision, made_by, made_at),
-            )
+            install = PackInstall(owner, name, version, digest, content, revision, made_by, made_at)
+            conn.execute(_INSERT_REVISION, revision_values(entry))
+            conn.execute(_INSERT_PACK, pack_values(install))
             conn.execute(
                 "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
-                (revision, entry_hash, owner),
+                (revision, entry.hash, owner),
             )
-        return PackInstall(owner, name, version, digest, content, revision, made_by, made_at)
+        return install
 
     def installed_packs(self, owner: str, revision: int | None = None) -> list[PackInstall]:
         with self._read() as conn:
             if revision is not None:
                 self._check_revision(conn, owner, revision)
             rows = conn.execute(
-                f"SELECT {_PACK_COLUMNS} FROM packs AS p WHERE owner = ? AND {_PACK_IN_FORCE}"
+                f"SELECT {PACK_COLUMNS} FROM packs AS p WHERE owner = ? AND {_PACK_IN_FORCE}"
                 " ORDER BY name",
                 (owner, revision),
             ).fetchall()
@@ -321,7 +265,7 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
     def pack_history(self, owner: str) -> list[PackInstall]:
         with self._lock, translated():
             rows = self._conn.execute(
-                f"SELECT {_PACK_COLUMNS} FROM packs WHERE owner = ? ORDER BY revision", (owner,)
+                f"SELECT {PACK_COLUMNS} FROM packs WHERE owner = ? ORDER BY revision", (owner,)
             ).fetchall()
         return [PackInstall(*row) for row in rows]
 
@@ -357,88 +301,16 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
                 )
             elif conn.execute("SELECT 1 FROM knowledge_bases WHERE owner = ?", (owner,)).fetchone():
                 raise AlreadyExists(f"{owner} already has a knowledge base here", owner=owner)
-            conn.executemany(
-                "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest,"
-                " made_by, made_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (
-                        e.owner,
-                        e.revision,
-                        e.what,
-                        e.proposal_id,
-                        e.name,
-                        e.digest,
-                        e.made_by,
-                        e.made_at,
-                        e.prev_hash,
-                        e.hash,
-                    )
-                    for e in entries
-                ],
-            )
-            for record in reviewed:
-                conn.execute(
-                    f"INSERT INTO reviewed (owner, {REVIEWED_COLUMNS})"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        owner,
-                        record.name,
-                        record.kind,
-                        record.content,
-                        record.digest,
-                        record.author,
-                        record.written_at,
-                        record.revision,
-                        canonical_text(record.source.to_json()),
-                        canonical_text(record.decision.to_json()),
-                        record.proposal_id,
-                        record.supersedes,
-                    ),
-                )
-            for install in packs:
-                conn.execute(
-                    f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        install.owner,
-                        install.name,
-                        install.version,
-                        install.digest,
-                        install.content,
-                        install.revision,
-                        install.installed_by,
-                        install.installed_at,
-                    ),
-                )
-            for proposal in proposals:
-                note = proposal.note or {}
-                conn.execute(
-                    "INSERT INTO proposals (id, owner, proposed_by, proposed_at, notebook_id,"
-                    " note_name, note_author, note_version, name, content, digest, source,"
-                    " state, decision, revision)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        proposal.id,
-                        proposal.owner,
-                        proposal.proposed_by,
-                        proposal.proposed_at,
-                        note.get("notebook"),
-                        note.get("name"),
-                        note.get("author"),
-                        note.get("version"),
-                        proposal.name,
-                        proposal.content,
-                        proposal.digest,
-                        canonical_text(proposal.source.to_json()),
-                        proposal.state,
-                        None
-                        if proposal.decision is None
-                        else canonical_text(proposal.decision.to_json()),
-                        proposal.revision,
-                    ),
-                )
+            conn.executemany(_INSERT_REVISION, [revision_values(e) for e in entries])
+            conn.executemany(_INSERT_REVIEWED, [reviewed_values(owner, r) for r in reviewed])
+            conn.executemany(_INSERT_PACK, [pack_values(p) for p in packs])
+            conn.executemany(_INSERT_PROPOSAL, [proposal_values(p) for p in proposals])
 
 
-_PACK_COLUMNS = "owner, name, version, digest, content, revision, installed_by, installed_at"
+_INSERT_PROPOSAL = insert("proposals", PROPOSAL_COLUMNS, "?")
+_INSERT_REVISION = insert("revisions", REVISION_COLUMNS, "?")
+_INSERT_REVIEWED = insert("reviewed", f"owner, {REVIEWED_COLUMNS}", "?")
+_INSERT_PACK = insert("packs", PACK_COLUMNS, "?")
 # Per name, the install with the largest revision <= ?2 (every install when ?2 is NULL).
 _PACK_IN_FORCE = (
     "revision = (SELECT max(revision) FROM packs WHERE owner = p.owner AND name = p.name"

@@ -28,9 +28,14 @@ VECTOR_TABLES = ("note_vectors",)
 _CHUNK = 500
 
 
-def _chunks(items: Sequence[str]) -> Iterator[Sequence[str]]:
-    for start in range(0, len(items), _CHUNK):
-        yield items[start : start + _CHUNK]
+def _for_digests(
+    conn: Any, select: str, params: tuple[Any, ...], digests: Sequence[str]
+) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``select … AND digest IN (digests)``, asked ``_CHUNK`` digests at a time."""
+    for start in range(0, len(digests), _CHUNK):
+        chunk = digests[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        yield from conn.execute(f"{select} AND digest IN ({marks})", (*params, *chunk)).fetchall()
 
 
 class LibsqlVectorStore(LibsqlDatabase):
@@ -93,19 +98,17 @@ class LibsqlVectorStore(LibsqlDatabase):
         self, notebook_id: str, model_id: str, digests: Sequence[str]
     ) -> dict[str, bytes]:
         """The stored vectors of ``digests`` (those that have one)."""
-        found: dict[str, bytes] = {}
         with self._read() as conn:
-            for chunk in _chunks(digests):
-                marks = ",".join("?" * len(chunk))
-                found.update(
-                    (digest, bytes(vector))
-                    for digest, vector in conn.execute(
-                        "SELECT digest, vector FROM note_vectors WHERE notebook_id = ?"
-                        f" AND model_id = ? AND digest IN ({marks})",
-                        (notebook_id, model_id, *chunk),
-                    ).fetchall()
+            return {
+                digest: bytes(vector)
+                for digest, vector in _for_digests(
+                    conn,
+                    "SELECT digest, vector FROM note_vectors"
+                    " WHERE notebook_id = ? AND model_id = ?",
+                    (notebook_id, model_id),
+                    digests,
                 )
-        return found
+            }
 
     def put_note_vectors(
         self, notebook_id: str, model_id: str, rows: Sequence[tuple[str, str, bytes]]
@@ -151,34 +154,29 @@ class LibsqlVectorStore(LibsqlDatabase):
     def reviewed_vectors(
         self, owner: str, model_id: str, digests: Sequence[str]
     ) -> dict[str, bytes]:
-        found: dict[str, bytes] = {}
         with self._read() as conn:
-            for chunk in _chunks(digests):
-                marks = ",".join("?" * len(chunk))
-                found.update(
-                    (digest, bytes(vector))
-                    for digest, vector in conn.execute(
-                        "SELECT digest, vector FROM reviewed_vectors WHERE owner = ?"
-                        f" AND model_id = ? AND digest IN ({marks})",
-                        (owner, model_id, *chunk),
-                    ).fetchall()
+            return {
+                digest: bytes(vector)
+                for digest, vector in _for_digests(
+                    conn,
+                    "SELECT digest, vector FROM reviewed_vectors WHERE owner = ? AND model_id = ?",
+                    (owner, model_id),
+                    digests,
                 )
-        return found
+            }
 
     def missing_reviewed(self, owner: str, model_id: str, digests: Sequence[str]) -> list[str]:
         """Those of ``digests`` (in their order) that have no vector yet."""
-        present: set[str] = set()
         with self._read() as conn:
-            for chunk in _chunks(digests):
-                marks = ",".join("?" * len(chunk))
-                present.update(
-                    row[0]
-                    for row in conn.execute(
-                        "SELECT digest FROM reviewed_vectors WHERE owner = ? AND model_id = ?"
-                        f" AND digest IN ({marks})",
-                        (owner, model_id, *chunk),
-                    ).fetchall()
+            present = {
+                row[0]
+                for row in _for_digests(
+                    conn,
+                    "SELECT digest FROM reviewed_vectors WHERE owner = ? AND model_id = ?",
+                    (owner, model_id),
+                    digests,
                 )
+            }
         return [digest for digest in digests if digest not in present]
 
     def put_reviewed_vectors(

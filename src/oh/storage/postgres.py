@@ -26,7 +26,7 @@ from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from oh.core.answers import Answer, decode_rows, encode_rows
+from oh.core.answers import Answer
 from oh.core.changes import (
     Applied,
     Change,
@@ -55,7 +55,14 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.storage.base import RecordCheck
-from oh.storage.rows import NOTEBOOK_COLUMNS, notebook_from_row
+from oh.storage.rows import (
+    ANSWER_COLUMNS,
+    NOTEBOOK_COLUMNS,
+    answer_from_row,
+    answer_values,
+    insert,
+    notebook_from_row,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -740,6 +747,7 @@ class PostgresMemoryStore(PostgresDatabase):
         return current[0], [(name, digest, content) for name, digest, content in rows]
 
     def save_answer(self, answer: Answer, now: datetime) -> None:
+        values = answer_values(answer)
         with self._transaction() as conn:
             # Answers are ephemeral: this commit need not wait for the WAL flush.
             conn.execute("SET LOCAL synchronous_commit = off")
@@ -748,23 +756,10 @@ class PostgresMemoryStore(PostgresDatabase):
                 (answer.notebook_id, utc_text(now)),
             )
             conn.execute(
-                "INSERT INTO answers (notebook_id, answer_id, caller, question, params,"
-                " version, revision, created_at, expires_at, rows)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-                " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
+                insert("answers", ANSWER_COLUMNS, "%s")
+                + " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
                 " SET expires_at = greatest(answers.expires_at, excluded.expires_at)",
-                (
-                    answer.notebook_id,
-                    answer.answer_id,
-                    answer.caller,
-                    answer.question,
-                    json.dumps(answer.params, sort_keys=True),
-                    answer.version,
-                    answer.revision,
-                    answer.created_at,
-                    answer.expires_at,
-                    encode_rows(answer.rows),
-                ),
+                values,
             )
 
     def answer(
@@ -772,27 +767,10 @@ class PostgresMemoryStore(PostgresDatabase):
     ) -> Answer | None:
         with self._transaction() as conn:
             row = conn.execute(
-                "SELECT caller, question, params, version, revision, created_at, expires_at,"
-                " rows FROM answers WHERE notebook_id = %s AND answer_id = %s",
+                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = %s AND answer_id = %s",
                 (notebook_id, answer_id),
             ).fetchone()
-        if row is None:
-            return None
-        caller, question, params, version, revision, created_at, expires_at, rows = row
-        return Answer(
-            answer_id=answer_id,
-            notebook_id=notebook_id,
-            caller=caller,
-            question=question,
-            params=json.loads(params),
-            version=version,
-            revision=revision,
-            created_at=created_at,
-            expires_at=expires_at,
-            rows=decode_rows(rows, offset, limit),
-            total=rows.count("\n") + 1 if rows else 0,
-            offset=offset,
-        )
+        return None if row is None else answer_from_row(row, offset, limit)
 
     def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
         with self._snapshot() as conn:

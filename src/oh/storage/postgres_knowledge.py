@@ -9,7 +9,6 @@ made once, and a proposal is decided once (the trigger refuses changing a decide
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from oh.core.canonical import canonical_text
@@ -21,16 +20,23 @@ from oh.core.reviewed import (
     Revision,
     accepted_version,
     knowledge_genesis,
-    revision_hash,
+    pack_revision,
 )
 from oh.errors import AlreadyExists, NotFound
 from oh.storage.base import PackInstall
 from oh.storage.postgres import PostgresDatabase
 from oh.storage.rows import (
+    PACK_COLUMNS,
     PROPOSAL_COLUMNS,
     REVIEWED_COLUMNS,
+    REVISION_COLUMNS,
+    insert,
+    pack_values,
     proposal_from_row,
+    proposal_values,
     reviewed_from_row,
+    reviewed_values,
+    revision_values,
 )
 
 if TYPE_CHECKING:
@@ -40,93 +46,10 @@ __all__ = ["KNOWLEDGE_MIGRATIONS", "PostgresKnowledgeStore", "open_postgres_know
 
 KNOWLEDGE_MIGRATIONS = "oh.storage.migrations.postgres_knowledge"
 
-_REVISION_COLUMNS = (
-    "owner, revision, what, proposal_id, name, digest, made_by, made_at, prev_hash, hash"
-)
-
-
-def _proposal_row(proposal: Proposal) -> tuple[Any, ...]:
-    note = proposal.note or {}
-    return (
-        proposal.id,
-        proposal.owner,
-        proposal.proposed_by,
-        proposal.proposed_at,
-        note.get("notebook"),
-        note.get("name"),
-        note.get("author"),
-        note.get("version"),
-        proposal.name,
-        proposal.content,
-        proposal.digest,
-        canonical_text(proposal.source.to_json()),
-        proposal.state,
-        None if proposal.decision is None else canonical_text(proposal.decision.to_json()),
-        proposal.revision,
-    )
-
-
-def _revision_row(entry: Revision) -> tuple[Any, ...]:
-    return (
-        entry.owner,
-        entry.revision,
-        entry.what,
-        entry.proposal_id,
-        entry.name,
-        entry.digest,
-        entry.made_by,
-        entry.made_at,
-        entry.prev_hash,
-        entry.hash,
-    )
-
-
-def _reviewed_row(owner: str, record: ReviewedRecord) -> tuple[Any, ...]:
-    return (
-        owner,
-        record.name,
-        record.kind,
-        record.content,
-        record.digest,
-        record.author,
-        record.written_at,
-        record.revision,
-        canonical_text(record.source.to_json()),
-        canonical_text(record.decision.to_json()),
-        record.proposal_id,
-        record.supersedes,
-    )
-
-
-_PACK_COLUMNS = "owner, name, version, digest, content, revision, installed_by, installed_at"
-_INSERT_PACK = f"INSERT INTO packs ({_PACK_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-
-
-def _pack_row(install: PackInstall) -> tuple[Any, ...]:
-    return (
-        install.owner,
-        install.name,
-        install.version,
-        install.digest,
-        install.content,
-        install.revision,
-        install.installed_by,
-        install.installed_at,
-    )
-
-
-_INSERT_PROPOSAL = (
-    "INSERT INTO proposals (id, owner, proposed_by, proposed_at, notebook_id, note_name,"
-    " note_author, note_version, name, content, digest, source, state, decision, revision)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
-_INSERT_REVISION = (
-    f"INSERT INTO revisions ({_REVISION_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
-_INSERT_REVIEWED = (
-    f"INSERT INTO reviewed (owner, {REVIEWED_COLUMNS})"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
+_INSERT_PROPOSAL = insert("proposals", PROPOSAL_COLUMNS, "%s")
+_INSERT_REVISION = insert("revisions", REVISION_COLUMNS, "%s")
+_INSERT_REVIEWED = insert("reviewed", f"owner, {REVIEWED_COLUMNS}", "%s")
+_INSERT_PACK = insert("packs", PACK_COLUMNS, "%s")
 
 
 class PostgresKnowledgeStore(PostgresDatabase):
@@ -177,7 +100,7 @@ class PostgresKnowledgeStore(PostgresDatabase):
     # -- proposals and decisions ----------------------------------------------------------
 
     def add_proposal(self, proposal: Proposal) -> None:
-        row = (*_proposal_row(proposal)[:12], "pending", None, None)
+        row = proposal_values(proposal, pending=True)
         with self._transaction() as conn:
             conn.execute(_INSERT_PROPOSAL, row)
 
@@ -205,6 +128,22 @@ class PostgresKnowledgeStore(PostgresDatabase):
         with self._transaction() as conn:
             rows = conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
         return [proposal_from_row(row) for row in rows]
+
+    @staticmethod
+    def _lock_knowledge_base(conn: psycopg.Connection[Any], owner: str) -> tuple[int, str]:
+        """Lock ``owner``'s knowledge-base row (made at revision 0 if it has none) and return
+        its revision and head: the owner's one lock, so installs and decisions queue."""
+        conn.execute(
+            "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (%s, 0, %s)"
+            " ON CONFLICT (owner) DO NOTHING",
+            (owner, knowledge_genesis(owner)),
+        )
+        row = conn.execute(
+            "SELECT revision, head_hash FROM knowledge_bases WHERE owner = %s FOR UPDATE",
+            (owner,),
+        ).fetchone()
+        assert row is not None
+        return int(row[0]), str(row[1])
 
     @staticmethod
     def _check_pending(proposal: Proposal) -> None:
@@ -239,17 +178,7 @@ class PostgresKnowledgeStore(PostgresDatabase):
             proposal = self._proposal(conn, proposal_id, lock=True)
             self._check_pending(proposal)
             owner = proposal.owner
-            conn.execute(
-                "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (%s, 0, %s)"
-                " ON CONFLICT (owner) DO NOTHING",
-                (owner, knowledge_genesis(owner)),
-            )
-            row = conn.execute(
-                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = %s FOR UPDATE",
-                (owner,),
-            ).fetchone()
-            assert row is not None
-            latest, head = row
+            latest, head = self._lock_knowledge_base(conn, owner)
             revision = latest + 1
             self._decide(conn, proposal, "accepted", decision, revision)
             before_row = conn.execute(
@@ -267,8 +196,8 @@ class PostgresKnowledgeStore(PostgresDatabase):
                 supersedes=before,
             )
             made = entry.hash
-            conn.execute(_INSERT_REVISION, _revision_row(replace(entry, hash=made)))
-            conn.execute(_INSERT_REVIEWED, _reviewed_row(owner, reviewed))
+            conn.execute(_INSERT_REVISION, revision_values(entry))
+            conn.execute(_INSERT_REVIEWED, reviewed_values(owner, reviewed))
             conn.execute(
                 "UPDATE knowledge_bases SET revision = %s, head_hash = %s WHERE owner = %s",
                 (revision, made, owner),
@@ -295,7 +224,7 @@ class PostgresKnowledgeStore(PostgresDatabase):
     def revisions(self, owner: str) -> list[Revision]:
         with self._transaction() as conn:
             rows = conn.execute(
-                f"SELECT {_REVISION_COLUMNS} FROM revisions WHERE owner = %s ORDER BY revision",
+                f"SELECT {REVISION_COLUMNS} FROM revisions WHERE owner = %s ORDER BY revision",
                 (owner,),
             ).fetchall()
         return [Revision(*row) for row in rows]
@@ -327,18 +256,7 @@ class PostgresKnowledgeStore(PostgresDatabase):
         made_at: str,
     ) -> PackInstall | None:
         with self._transaction() as conn:
-            # The knowledge base's row is the owner's one lock: installs and decisions queue.
-            conn.execute(
-                "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (%s, 0, %s)"
-                " ON CONFLICT (owner) DO NOTHING",
-                (owner, knowledge_genesis(owner)),
-            )
-            row = conn.execute(
-                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = %s FOR UPDATE",
-                (owner,),
-            ).fetchone()
-            assert row is not None
-            latest, head = row
+            latest, head = self._lock_knowledge_base(conn, owner)
             in_force = dict(
                 conn.execute(
                     "SELECT DISTINCT ON (name) name, digest FROM packs WHERE owner = %s"
@@ -354,13 +272,13 @@ class PostgresKnowledgeStore(PostgresDatabase):
                     )
                 return None
             revision = latest + 1
-            entry = Revision(
-                owner, revision, "pack", None, name, digest, made_by, made_at, head, ""
+            entry = pack_revision(
+                owner, revision, name, digest, made_by=made_by, made_at=made_at, prev_hash=head
             )
-            made = revision_hash(entry)
-            conn.execute(_INSERT_REVISION, _revision_row(replace(entry, hash=made)))
+            made = entry.hash
+            conn.execute(_INSERT_REVISION, revision_values(entry))
             install = PackInstall(owner, name, version, digest, content, revision, made_by, made_at)
-            conn.execute(_INSERT_PACK, _pack_row(install))
+            conn.execute(_INSERT_PACK, pack_values(install))
             conn.execute(
                 "UPDATE knowledge_bases SET revision = %s, head_hash = %s WHERE owner = %s",
                 (revision, made, owner),
@@ -372,7 +290,7 @@ class PostgresKnowledgeStore(PostgresDatabase):
             if revision is not None:
                 self._check_revision(conn, owner, revision)
             rows = conn.execute(
-                f"SELECT DISTINCT ON (name) {_PACK_COLUMNS} FROM packs"
+                f"SELECT DISTINCT ON (name) {PACK_COLUMNS} FROM packs"
                 " WHERE owner = %s AND (%s::BIGINT IS NULL OR revision <= %s)"
                 " ORDER BY name, revision DESC",
                 (owner, revision, revision),
@@ -382,7 +300,7 @@ class PostgresKnowledgeStore(PostgresDatabase):
     def pack_history(self, owner: str) -> list[PackInstall]:
         with self._transaction() as conn:
             rows = conn.execute(
-                f"SELECT {_PACK_COLUMNS} FROM packs WHERE owner = %s ORDER BY revision", (owner,)
+                f"SELECT {PACK_COLUMNS} FROM packs WHERE owner = %s ORDER BY revision", (owner,)
             ).fetchall()
         return [PackInstall(*row) for row in rows]
 
@@ -419,10 +337,10 @@ class PostgresKnowledgeStore(PostgresDatabase):
             ).fetchone():
                 raise AlreadyExists(f"{owner} already has a knowledge base here", owner=owner)
             with conn.cursor() as cur:
-                cur.executemany(_INSERT_REVISION, [_revision_row(e) for e in entries])
-                cur.executemany(_INSERT_REVIEWED, [_reviewed_row(owner, r) for r in reviewed])
-                cur.executemany(_INSERT_PACK, [_pack_row(p) for p in packs])
-                cur.executemany(_INSERT_PROPOSAL, [_proposal_row(p) for p in proposals])
+                cur.executemany(_INSERT_REVISION, [revision_values(e) for e in entries])
+                cur.executemany(_INSERT_REVIEWED, [reviewed_values(owner, r) for r in reviewed])
+                cur.executemany(_INSERT_PACK, [pack_values(p) for p in packs])
+                cur.executemany(_INSERT_PROPOSAL, [proposal_values(p) for p in proposals])
 
 
 def open_postgres_knowledge(url: str, **options: Any) -> PostgresKnowledgeStore:

@@ -6,6 +6,7 @@ fixture with a ``StoreHarness`` for that backend.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections.abc import Iterator
@@ -454,6 +455,25 @@ class MemoryStoreConformance:
             ("drift", "note:c"),
             ("drift", "note:d"),
         }
+
+    def test_rebuild_and_import_keep_every_record_of_a_large_notebook(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        # More records than one statement carries (the embedded store sends 500 a statement).
+        for call in range(18):
+            names = range(call * 64, min(call * 64 + 64, 1100))
+            write(
+                store, notebook, call, f"r-{call}", *[add(f"note:n{i:04d}", f"t{i}") for i in names]
+            )
+        before = store.records(notebook)
+        assert len(before) == 1100
+        harness.execute("DELETE FROM records WHERE notebook_id = ?", (notebook,))
+        assert rebuild(store, notebook) == 1100
+        assert store.records(notebook) == before
+        copy = dataclasses.replace(store.notebook(notebook), id=new_notebook_id(), run="run-copy")
+        store.import_notebook(copy, list(store.log(notebook)))
+        assert store.records(copy.id) == before
+        assert store.notebook(copy.id).version == 18
 
     def test_rebuild_restores_the_current_records_exactly(
         self, harness: StoreHarness, store: MemoryStore, notebook: str
