@@ -23,10 +23,13 @@ SPEC_CODES = {
     "integrity": 500,
     "storage_unavailable": 503,
 }
+# Extensions: what only an HTTP request can get wrong, with the status HTTP gives it.
+HTTP_CODES = {"method_not_allowed": 405, "unsupported_media_type": 415}
+CODES = {**SPEC_CODES, **HTTP_CODES}
 
 
-def test_the_codes_and_statuses_are_exactly_the_specs() -> None:
-    assert HTTP_STATUS == SPEC_CODES
+def test_the_codes_and_statuses_are_exactly_the_specs_and_the_http_extensions() -> None:
+    assert HTTP_STATUS == CODES
 
 
 def test_every_error_class_has_a_code_in_the_table() -> None:
@@ -35,7 +38,7 @@ def test_every_error_class_has_a_code_in_the_table() -> None:
         for value in vars(errors).values()
         if isinstance(value, type) and issubclass(value, OhError) and value is not OhError
     ]
-    assert {cls.code for cls in classes} == set(SPEC_CODES)
+    assert {cls.code for cls in classes} == set(CODES)
 
 
 def test_integrity_is_the_only_500() -> None:
@@ -44,11 +47,11 @@ def test_integrity_is_the_only_500() -> None:
     ]
 
 
-@pytest.mark.parametrize("code", sorted(SPEC_CODES))
+@pytest.mark.parametrize("code", sorted(CODES))
 def test_an_error_body_carries_code_and_message(code: str) -> None:
     error = error_for_code(code, "what happened", name="note:a")
     assert error.code == code
-    assert error.http_status == SPEC_CODES[code]
+    assert error.http_status == CODES[code]
     assert error.to_json() == {
         "error": {"code": code, "message": "what happened", "name": "note:a"}
     }
@@ -57,3 +60,4 @@ def test_an_error_body_carries_code_and_message(code: str) -> None:
 def test_too_many_changes_and_unknown_question_are_invalid_arguments() -> None:
     assert issubclass(errors.TooManyChanges, errors.InvalidArgument)
     assert issubclass(errors.UnknownQuestion, errors.InvalidArgument)
+    assert issubclass(errors.UnsupportedMediaType, errors.InvalidArgument)

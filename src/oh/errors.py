@@ -6,12 +6,14 @@ Every error a caller of Oh can see is an ``OhError``. Each class carries a stabl
     OhError
     ├── InvalidArgument          invalid_argument     400
     │   ├── TooManyChanges       too_many_changes     400
-    │   └── UnknownQuestion      unknown_question     400
+    │   ├── UnknownQuestion      unknown_question     400
+    │   └── UnsupportedMediaType unsupported_media_type  415  (HTTP: a body that is not JSON)
     ├── TokenInvalid             token_invalid        400
     ├── TokenExpired             token_expired        400
     ├── Unauthenticated          unauthenticated      401
     ├── Forbidden                forbidden            403
     ├── NotFound                 not_found            404
+    ├── MethodNotAllowed         method_not_allowed   405  (HTTP: no such method on a route)
     ├── AlreadyExists            already_exists       409
     ├── RequestIdReused          request_id_reused    409
     ├── Expired                  expired              410
@@ -33,6 +35,7 @@ __all__ = [
     "Forbidden",
     "IntegrityError",
     "InvalidArgument",
+    "MethodNotAllowed",
     "NotFound",
     "OhError",
     "Purged",
@@ -43,6 +46,7 @@ __all__ = [
     "TooManyChanges",
     "Unauthenticated",
     "UnknownQuestion",
+    "UnsupportedMediaType",
     "error_for_code",
 ]
 
@@ -80,6 +84,10 @@ class UnknownQuestion(InvalidArgument):
     code = "unknown_question"
 
 
+class UnsupportedMediaType(InvalidArgument):
+    code = "unsupported_media_type"
+
+
 class TokenInvalid(OhError):
     code = "token_invalid"
 
@@ -98,6 +106,10 @@ class Forbidden(OhError):
 
 class NotFound(OhError):
     code = "not_found"
+
+
+class MethodNotAllowed(OhError):
+    code = "method_not_allowed"
 
 
 class AlreadyExists(OhError):
@@ -128,11 +140,13 @@ HTTP_STATUS: dict[str, int] = {
     "invalid_argument": 400,
     "too_many_changes": 400,
     "unknown_question": 400,
+    "unsupported_media_type": 415,
     "token_invalid": 400,
     "token_expired": 400,
     "unauthenticated": 401,
     "forbidden": 403,
     "not_found": 404,
+    "method_not_allowed": 405,
     "already_exists": 409,
     "request_id_reused": 409,
     "expired": 410,
@@ -147,11 +161,13 @@ _BY_CODE: dict[str, type[OhError]] = {
         InvalidArgument,
         TooManyChanges,
         UnknownQuestion,
+        UnsupportedMediaType,
         TokenInvalid,
         TokenExpired,
         Unauthenticated,
         Forbidden,
         NotFound,
+        MethodNotAllowed,
         AlreadyExists,
         RequestIdReused,
         Expired,

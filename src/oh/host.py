@@ -23,7 +23,9 @@ from datetime import timedelta
 from typing import Any
 
 from oh.config import Locations, open_host_registry, open_knowledge_store, open_memory_store
+from oh.core.canonical import input_value
 from oh.core.clock import Clock, system_clock, utc_text
+from oh.core.identifiers import check_identifier
 from oh.core.notebook import Notebook
 from oh.errors import Forbidden, InvalidArgument, NotFound, OhError, Unauthenticated
 from oh.knowledge import Knowledge
@@ -120,12 +122,6 @@ def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def _text(value: Any, what: str, limit: int = 200) -> str:
-    if type(value) is not str or not 1 <= len(value) <= limit or not value.isprintable():
-        raise InvalidArgument(f"{what} must be printable text of 1 to {limit} characters")
-    return value
-
-
 class Host:
     """Everything the transports need, with every access check in one place."""
 
@@ -167,7 +163,7 @@ class Host:
     # -- owners ---------------------------------------------------------------------------
 
     def create_owner_token(self, owner: str) -> str:
-        _text(owner, "owner")
+        check_identifier(owner, "owner")
         token = OWNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
         self.registry.add_owner_token(_token_hash(token), owner, utc_text(self.clock()))
         return token
@@ -218,7 +214,8 @@ class Host:
 
     def register_document(self, owner: str, document: str) -> bool:
         """Register ``document`` for ``owner``; True if new. ``forbidden`` if another owns it."""
-        _text(document, "document")
+        check_identifier(owner, "owner")
+        check_identifier(document, "document")
         existing = self.registry.document_owner(document)
         holder = self.registry.register_document(document, owner, utc_text(self.clock()))
         if holder != owner:
@@ -242,7 +239,7 @@ class Host:
         return forgotten
 
     def _own_document(self, owner: str, document: str) -> None:
-        _text(document, "document")
+        check_identifier(document, "document")
         holder = self.registry.document_owner(document)
         if holder is None:
             raise NotFound(f"no document {document}")
@@ -259,8 +256,9 @@ class Host:
     ) -> tuple[Notebook, bool]:
         """Open (or return) the run's notebook; ``(notebook, created)``."""
         self._own_document(owner, document)
-        _text(run, "run")
-        _text(run_kind, "run_kind", 64)
+        check_identifier(run, "run")
+        check_identifier(run_kind, "run_kind", 64)
+        pin = input_value(pin, "pin")  # 1.0 is the revision 1, as over HTTP
         if not self.memory_enabled(run_kind):
             raise Forbidden(f"working memory is off for {run_kind} runs on this host")
         existing = self.memory.find_notebook(owner, document, run)
@@ -272,6 +270,7 @@ class Host:
     def notebook(self, owner: str, notebook_id: str) -> Notebook:
         """The notebook as its owner sees it; another owner gets ``not_found``, learning
         nothing about whether it exists."""
+        check_identifier(notebook_id, "notebook")
         try:
             return self.notebooks.get(notebook_id, owner)
         except Forbidden:
@@ -374,6 +373,7 @@ class Host:
     # -- knowledge ------------------------------------------------------------------------
 
     def knowledge_at(self, owner: str, revision: Any = None) -> dict[str, Any]:
+        revision = input_value(revision, "revision")
         latest, records = self.review.records(owner, revision)
         return {
             "revision": latest if revision is None else revision,
@@ -382,14 +382,11 @@ class Host:
         }
 
     def propose(self, owner: str, body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise InvalidArgument("a proposal is an object {notebook?, name?, record?, source}")
-        unknown = set(body) - {"notebook", "name", "record", "source"}
-        if unknown:
-            raise InvalidArgument(f"unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        body = _body(body, _PROPOSAL_KEYS, "a proposal is {notebook?, name?, record?, source}")
         notebook = body.get("notebook")
-        if type(notebook) is str:
-            self.notebook(owner, notebook)  # another owner's notebook is simply not found
+        if notebook is not None:
+            # another owner's notebook is simply not found
+            self.notebook(owner, check_identifier(notebook, "notebook"))
         proposal = self.review.propose(
             owner,
             source=body.get("source"),
@@ -400,11 +397,8 @@ class Host:
         return {"proposal_id": proposal.id}
 
     def decide(self, owner: str, proposal_id: str, body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise InvalidArgument("a decision is an object {decision, reason, record?}")
-        unknown = set(body) - {"decision", "reason", "record"}
-        if unknown:
-            raise InvalidArgument(f"unknown keys: {', '.join(sorted(map(str, unknown)))}")
+        check_identifier(proposal_id, "proposal_id")
+        body = _body(body, _DECISION_KEYS, "a decision is {decision, reason, record?}")
         try:
             decided = self.review.decide(
                 owner,
@@ -416,6 +410,25 @@ class Host:
         except Forbidden:
             raise NotFound(f"no proposal {proposal_id}") from None
         return decided.to_json()
+
+
+_PROPOSAL_KEYS = frozenset(("notebook", "name", "record", "source"))
+_DECISION_KEYS = frozenset(("decision", "reason", "record"))
+
+
+def _body(body: Any, keys: frozenset[str], shape: str) -> dict[str, Any]:
+    """An owner request's body read as every transport reads it: an object of known keys, each
+    given a value (``null`` is not "left out"), numbers by the input rule."""
+    body = input_value(body, "body")
+    if type(body) is not dict:
+        raise InvalidArgument(shape)
+    unknown = set(body) - keys
+    if unknown:
+        raise InvalidArgument(f"unknown keys: {', '.join(sorted(unknown))}")
+    for key, value in body.items():
+        if value is None:
+            raise InvalidArgument(f"{key} is null; leave it out instead")
+    return body
 
 
 def open_host(locations: Locations, **options: Any) -> Host:

@@ -20,11 +20,29 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from oh import __version__
-from oh.core.canonical import parse_json
-from oh.errors import HTTP_STATUS, InvalidArgument, NotFound, OhError, StorageUnavailable
+from oh.core.canonical import MAX_SAFE_INTEGER, parse_input
+from oh.core.identifiers import identifier_schema
+from oh.errors import (
+    HTTP_STATUS,
+    InvalidArgument,
+    MethodNotAllowed,
+    NotFound,
+    OhError,
+    StorageUnavailable,
+    UnsupportedMediaType,
+)
 from oh.host import Host, MemoryCard
 from oh.panel import owner_from_request, panel_router
-from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
+from oh.schemas import (
+    ARGUMENTS,
+    BODIES,
+    DEFS,
+    JSON_VALUE_REF,
+    RESULTS,
+    TOOL_CONTRACT_VERSION,
+    integer,
+    validate_body,
+)
 from oh.tools import TOOL_NAMES
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
@@ -55,56 +73,85 @@ OPENED = {
     },
     "required": ["notebook", "agent_token", "mcp_url", "bootstrap"],
 }
-OPEN_REQUEST = {
-    "type": "object",
-    "properties": {
-        "run": {"type": "string", "minLength": 1, "maxLength": 200},
-        "pin": {"oneOf": [{"type": "integer", "minimum": 0}, {"const": "latest"}]},
-        "run_kind": {"type": "string", "minLength": 1, "maxLength": 64},
-    },
-    "required": ["run"],
-    "additionalProperties": False,
+
+
+# The schemas of path and query parameters, as the host checks them.
+_PARAMETERS: dict[str, dict[str, Any]] = {
+    "document": {**identifier_schema(), "description": "the host's id of a document"},
+    "notebook_id": {**identifier_schema(), "description": "a notebook id (nb_...)"},
+    "proposal_id": {**identifier_schema(), "description": "a proposal id (pr_...)"},
+    "revision": {**integer(), "description": "a knowledge revision; the latest when left out"},
 }
-RECORD_OBJECT = {"type": "object", "additionalProperties": True}
-PROPOSAL_REQUEST = {
-    "type": "object",
-    "properties": {
-        "notebook": {"type": "string"},
-        "name": {"type": "string"},
-        "record": RECORD_OBJECT,
-        "source": {
-            "type": "object",
-            "properties": {
-                "document": {"type": "string"},
-                "passage": {"type": "string"},
-                "locator": {"type": ["string", "object"]},
-            },
-            "required": ["document", "passage", "locator"],
-            "additionalProperties": False,
-        },
+_SECURITY_SCHEMES = {
+    "owner": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An owner token (oho_...), printed by `oh token create --owner NAME`.",
     },
-    "required": ["source"],
-    "additionalProperties": False,
-}
-DECISION_REQUEST = {
-    "type": "object",
-    "properties": {
-        "decision": {"enum": ["accept", "reject"]},
-        "reason": {"type": "string", "minLength": 1},
-        "record": RECORD_OBJECT,
+    "agent": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": (
+            "An agent token (oha_...), returned when a notebook opens; it works only for that"
+            " notebook's tools."
+        ),
     },
-    "required": ["decision", "reason"],
-    "additionalProperties": False,
 }
+_SECURITY_BY_TAG = {
+    "documents": "owner",
+    "notebooks": "owner",
+    "knowledge": "owner",
+    "tools": "agent",
+}
+_JSON_VALUE_COMPONENT = "#/components/schemas/JsonValue"
+
+
+def _in_openapi(value: Any) -> Any:
+    """A published JSON Schema as it stands inside the OpenAPI document: its reference to the JSON
+    value points at the shared component, and its own ``$defs`` and ``$schema`` are dropped."""
+    if isinstance(value, dict):
+        return {
+            key: (
+                _JSON_VALUE_COMPONENT
+                if key == "$ref" and item == JSON_VALUE_REF
+                else _in_openapi(item)
+            )
+            for key, item in value.items()
+            if key not in ("$defs", "$schema")
+        }
+    if isinstance(value, list):
+        return [_in_openapi(item) for item in value]
+    return value
+
+
+def _publish(document: dict[str, Any]) -> dict[str, Any]:
+    """What FastAPI generates, completed: parameter schemas, the bearer schemes and which one each
+    route takes, and one JSON value component every schema shares."""
+    document = _in_openapi(document)
+    components = document.setdefault("components", {})
+    components.setdefault("schemas", {})["JsonValue"] = _in_openapi(DEFS["json_value"])
+    components["securitySchemes"] = _SECURITY_SCHEMES
+    for item in document.get("paths", {}).values():
+        for operation in item.values():
+            if not isinstance(operation, dict):
+                continue
+            for parameter in operation.get("parameters", []):
+                if parameter.get("name") in _PARAMETERS:
+                    parameter["schema"] = dict(_PARAMETERS[parameter["name"]])
+            who = {_SECURITY_BY_TAG.get(tag) for tag in operation.get("tags", [])} - {None}
+            operation["security"] = [{name: []} for name in sorted(who)]  # type: ignore[type-var]
+    return document
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
     return {"content": {"application/json": {"schema": schema}}}
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+def _errors(*statuses: int, body: bool = False) -> dict[int | str, dict[str, Any]]:
+    """The error responses of a route: those named, plus what any route can answer (400, and
+    503 when storage is unavailable) and, for a route that reads a body, 415."""
     out: dict[int | str, dict[str, Any]] = {}
-    for status in sorted({*statuses, 400}):
+    for status in sorted({*statuses, 400, 503, *((415,) if body else ())}):
         codes = [code for code, value in HTTP_STATUS.items() if value == status]
         out[status] = {"description": ", ".join(codes), **_json(ERROR)}
     return out
@@ -120,8 +167,23 @@ def _bearer(request: Request) -> str | None:
     return token.strip() if scheme.lower() == "bearer" and token.strip() else None
 
 
+def _is_json(content_type: str) -> bool:
+    media = content_type.partition(";")[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
 async def _body(request: Request) -> Any:
-    """The request body as strict JSON, refused before parsing when it is too large."""
+    """The request body as JSON read by the input rule every transport shares
+    (``oh.core.canonical.parse_input``), refused before parsing when it is too large or not
+    declared as JSON."""
+    content_type = request.headers.get("content-type", "")
+    if not _is_json(content_type):
+        raise UnsupportedMediaType(
+            "the body must be JSON, sent as Content-Type: application/json, not"
+            f" {content_type[:80]!r}"
+        )
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
         raise _TooLarge()
@@ -135,11 +197,7 @@ async def _body(request: Request) -> Any:
     raw = b"".join(chunks)
     if not raw:
         raise InvalidArgument("a JSON body is required")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidArgument("the body is not UTF-8") from None
-    return parse_json(text, "request body")
+    return parse_input(raw, "request body")
 
 
 class _TooLarge(Exception):
@@ -267,7 +325,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     }
 
     @app.put(
-        "/v1/documents/{document}",
+        "/v1/documents/{document:path}",
         tags=["documents"],
         responses={201: _json(document_body), 200: _json(document_body), **_errors(401, 403)},
     )
@@ -282,7 +340,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         return await run(go)
 
     @app.delete(
-        "/v1/documents/{document}",
+        "/v1/documents/{document:path}",
         tags=["documents"],
         responses={200: _json({"type": "object"}), **_errors(401, 403, 404)},
     )
@@ -297,10 +355,14 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     # -- notebooks ------------------------------------------------------------------------
 
     @app.post(
-        "/v1/documents/{document}/notebooks",
+        "/v1/documents/{document:path}/notebooks",
         tags=["notebooks"],
-        openapi_extra=_body_doc(OPEN_REQUEST),
-        responses={201: _json(OPENED), 200: _json(OPENED), **_errors(401, 403, 404, 410)},
+        openapi_extra=_body_doc(BODIES["open"]),
+        responses={
+            201: _json(OPENED),
+            200: _json(OPENED),
+            **_errors(401, 403, 404, 410, body=True),
+        },
     )
     async def open_notebook(document: str, request: Request) -> Response:
         async def go() -> Response:
@@ -308,9 +370,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
             body = await _body(request)
             if not isinstance(body, dict):
                 raise InvalidArgument('the body is {"run", "pin"?, "run_kind"?}')
-            unknown = set(body) - {"run", "pin", "run_kind"}
-            if unknown:
-                raise InvalidArgument(f"unknown keys: {', '.join(sorted(unknown))}")
+            validate_body("open", body)
             notebook, created = await blocking(
                 host.open_notebook,
                 owner,
@@ -453,7 +513,10 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
             f"/v1/notebooks/{{notebook_id}}/tools/{tool}",
             tags=["tools"],
             openapi_extra=_body_doc(ARGUMENTS[tool]),
-            responses={200: _json(RESULTS[tool]), **_errors(401, 403, 404, 409, 410, 500)},
+            responses={
+                200: _json(RESULTS[tool]),
+                **_errors(401, 403, 404, 409, 410, 500, body=True),
+            },
         )(make(tool))
 
     # -- knowledge and review -------------------------------------------------------------
@@ -478,9 +541,11 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
             owner = await blocking(owner_of, request)
             number: int | None = None
             if revision is not None:
-                if not revision.isdigit() or len(revision) > 15:
+                if not (revision.isascii() and revision.isdigit() and len(revision) <= 16):
                     raise InvalidArgument("revision must be a non-negative integer")
                 number = int(revision)
+                if number > MAX_SAFE_INTEGER:
+                    raise InvalidArgument("revision must be a non-negative integer")
             return JSONResponse(await blocking(host.knowledge_at, owner, number))
 
         return await run(go)
@@ -488,7 +553,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     @app.post(
         "/v1/knowledge/proposals",
         tags=["knowledge"],
-        openapi_extra=_body_doc(PROPOSAL_REQUEST),
+        openapi_extra=_body_doc(BODIES["proposal"]),
         responses={
             201: _json(
                 {
@@ -497,13 +562,14 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
                     "required": ["proposal_id"],
                 }
             ),
-            **_errors(401, 403, 404, 500),
+            **_errors(401, 403, 404, 500, body=True),
         },
     )
     async def propose(request: Request) -> Response:
         async def go() -> Response:
             owner = await blocking(owner_of, request)
             body = await _body(request)
+            validate_body("proposal", body)
             return JSONResponse(await blocking(host.propose, owner, body), status_code=201)
 
         return await run(go)
@@ -511,7 +577,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     @app.post(
         "/v1/knowledge/proposals/{proposal_id}/decision",
         tags=["knowledge"],
-        openapi_extra=_body_doc(DECISION_REQUEST),
+        openapi_extra=_body_doc(BODIES["decision"]),
         responses={
             200: _json(
                 {
@@ -524,13 +590,14 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
                     "required": ["proposal_id", "state"],
                 }
             ),
-            **_errors(401, 404, 409, 500),
+            **_errors(401, 404, 409, 500, body=True),
         },
     )
     async def decide(proposal_id: str, request: Request) -> Response:
         async def go() -> Response:
             owner = await blocking(owner_of, request)
             body = await _body(request)
+            validate_body("decision", body)
             return JSONResponse(await blocking(host.decide, owner, proposal_id, body))
 
         return await run(go)
@@ -552,18 +619,32 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
-        error: OhError = (
-            NotFound("no such route")
-            if exc.status_code == 404
-            else (InvalidArgument(f"{exc.detail}"))
-        )
-        return _error_response(error)
+        if exc.status_code == 404:
+            return _error_response(NotFound("no such route"))
+        if exc.status_code == 405:
+            allow = (exc.headers or {}).get("Allow", "")
+            response = _error_response(
+                MethodNotAllowed(f"this route answers {allow or 'other methods'}", allow=allow)
+            )
+            if allow:
+                response.headers["Allow"] = allow
+            return response
+        return _error_response(InvalidArgument(f"{exc.detail}"))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_request: Request, exc: RequestValidationError) -> Response:
         return _error_response(InvalidArgument("the request does not fit this route"))
 
     app.include_router(panel_router(host))
+
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = _publish(generate())
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     if mcp is not None:
         # A route, not a mount: POST /mcp is answered directly, not redirected to /mcp/.

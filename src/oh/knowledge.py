@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from oh.core.clock import Clock, system_clock, utc_text
-from oh.core.records import Record
+from oh.core.identifiers import check_identifier
+from oh.core.records import Record, check_name
 from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Source
 from oh.errors import Forbidden, InvalidArgument, NotFound
 from oh.profiles import Profiles
@@ -78,6 +79,7 @@ class Knowledge:
         record: Any = None,
     ) -> Proposal:
         """Propose a note (``notebook`` + ``name``) or a new ``record``, citing ``source``."""
+        check_identifier(owner, "owner")
         parsed_source = Source.parse(source)
         from_note = notebook is not None or name is not None
         if from_note == (record is not None):
@@ -86,6 +88,8 @@ class Knowledge:
         if from_note:
             if type(notebook) is not str or type(name) is not str:
                 raise InvalidArgument("notebook and name must both be given as text")
+            check_identifier(notebook, "notebook")
+            check_name(name)
             found = self.memory.notebook(notebook)
             if found.owner != owner:
                 raise Forbidden(f"notebook {notebook} belongs to another owner")
@@ -129,8 +133,8 @@ class Knowledge:
         record: Any = None,
     ) -> Decided:
         """Accept (optionally with an edited ``record``) or reject a pending proposal."""
-        if type(proposal_id) is not str:
-            raise InvalidArgument("proposal_id must be text")
+        check_identifier(owner, "owner")
+        check_identifier(proposal_id, "proposal_id")
         if decision not in ("accept", "reject"):
             raise InvalidArgument('decision must be "accept" or "reject"')
         why = Decision.parse_reason(reason)

@@ -8,6 +8,11 @@ before a tool sees them, which is why it is not used here.) Results are the tool
 as text content and as structured content; errors are results with ``isError`` set and the
 same ``{"error": {"code", "message"}}`` body, never protocol errors.
 
+Every message is read by Oh's own JSON reader before the SDK sees it (``screen``): the one every
+transport shares (``oh.core.canonical.parse_input``: duplicate keys, NaN and lone surrogates
+refused, ``5.0`` read as 5), so one request body means the same thing over HTTP, MCP and stdio.
+A message it refuses never reaches a tool: the call answers ``invalid_argument``, as HTTP does.
+
 The agent credential selects the notebook: on streamable HTTP it is the ``Authorization:
 Bearer`` header of every request, over stdio the token ``oh mcp`` was started with. The
 bootstrap (``current_notes`` once, names and digests only) is handed over when the agent
@@ -22,9 +27,10 @@ import copy
 import json
 import logging
 import os
-from collections.abc import Callable, Mapping
+import sys
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import anyio
 import anyio.to_thread
@@ -42,7 +48,8 @@ from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from oh import __version__
-from oh.errors import Forbidden, NotFound, StorageUnavailable, Unauthenticated
+from oh.core.canonical import parse_input
+from oh.errors import Forbidden, InvalidArgument, NotFound, StorageUnavailable, Unauthenticated
 from oh.host import Host, open_host
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.tools import TOOL_NAMES
@@ -55,6 +62,7 @@ __all__ = [
     "cmd_mcp",
     "mcp_app",
     "run_stdio",
+    "screen",
     "serve_stdio",
     "tool_names",
 ]
@@ -121,6 +129,107 @@ INSTRUCTIONS = (
     "to the version you last read. Every error is a tool result "
     '{"error": {"code", "message"}}; stale writes are refused results, never errors.'
 )
+
+
+# Where ``screen`` leaves its verdict on a message it refused: in the request's ``_meta``, under a
+# key a client cannot set (``screen`` removes it from every message that it lets through).
+REFUSED = "oh/refused"
+
+
+def _without_verdict(message: Any) -> None:
+    params = message.get("params") if isinstance(message, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    if isinstance(meta, dict):
+        meta.pop(REFUSED, None)
+
+
+def _refused(raw: bytes, reason: str) -> bytes:
+    """``raw`` with the verdict on it, when it is a request the SDK can answer; otherwise as it
+    came (the SDK then answers its own parse error, and no tool runs)."""
+    try:
+        message = json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
+        return raw
+    if not (isinstance(message, dict) and "id" in message and type(message.get("method")) is str):
+        return raw
+    params = message.get("params")
+    params = dict(params) if isinstance(params, dict) else {}
+    meta = params.get("_meta")
+    params["_meta"] = {**(meta if isinstance(meta, dict) else {}), REFUSED: reason}
+    if message["method"] == "tools/call":
+        params["arguments"] = {}  # what was refused goes no further, not even to the SDK
+    message["params"] = params
+    return json.dumps(message).encode()
+
+
+def screen(raw: bytes) -> bytes:
+    """One JSON-RPC message as Oh reads it, ready for the SDK.
+
+    Read by ``parse_input`` (tool arguments count their nesting from their own root, as a tool
+    route's body does), then written out again, so the SDK parses exactly the values Oh read. A
+    message Oh refuses carries the reason in ``params._meta["oh/refused"]`` instead, which the
+    server answers before any handler runs: a tool call with ``invalid_argument``, anything else
+    with a JSON-RPC error.
+    """
+    try:
+        message = parse_input(raw, "request body", depth=-2)
+    except InvalidArgument as exc:
+        return _refused(raw, exc.message)
+    if isinstance(message, list):
+        for item in message:
+            _without_verdict(item)
+    else:
+        _without_verdict(message)
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def _screened(app: ASGIApp) -> ASGIApp:
+    """``app`` behind ``screen``: a POST's whole body (the host limits its size) is read, screened
+    and handed on in its place."""
+
+    async def screened(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before it finished sending
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        body = screen(b"".join(chunks))
+        headers = [(k, v) for k, v in scope.get("headers", []) if k != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        delivered = False
+
+        async def replay() -> Any:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app({**scope, "headers": headers}, replay, send)
+
+    return screened
+
+
+class _ScreenedLines:
+    """stdin as ``stdio_server`` reads it, each line screened first."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+
+    def __aiter__(self) -> AsyncIterator[str]:
+        return self._lines()
+
+    async def _lines(self) -> AsyncIterator[str]:
+        async for line in self.source:
+            raw = line.rstrip(b"\r\n")
+            if raw.strip():
+                yield screen(raw).decode("utf-8", "replace") + "\n"
 
 
 def tool_names(host: Host) -> tuple[str, ...]:
@@ -282,6 +391,12 @@ class _Adapter:
         into the instructions of the connection (``initialize``, or ``server/discover`` from
         2026-07-28 on)."""
         params = ctx.params
+        meta = params.get("_meta") if isinstance(params, Mapping) else None
+        if isinstance(meta, Mapping) and REFUSED in meta:
+            refusal = InvalidArgument(str(meta[REFUSED]))
+            if ctx.method == "tools/call":
+                return _result(refusal.to_json())
+            raise MCPError(code=types.INVALID_PARAMS, message=refusal.message)
         if ctx.method == "tools/call" and isinstance(params, Mapping):
             name, arguments = params.get("name"), params.get("arguments")
             if type(name) is str and arguments is not None and not isinstance(arguments, Mapping):
@@ -337,13 +452,14 @@ def mcp_app(host: Host, *, security: TransportSecuritySettings | None = None) ->
         json_response=True,
         security_settings=security,
     )
-    return McpEndpoint(StreamableHTTPASGIApp(manager), manager.run)
+    return McpEndpoint(_screened(StreamableHTTPASGIApp(manager)), manager.run)
 
 
 async def serve_stdio(host: Host, notebook_id: str, agent_token: str) -> None:
     """Serve one notebook's tools over this process's stdin and stdout until the client leaves."""
     server = build_server(host, agent_token=agent_token, notebook_id=notebook_id)
-    async with stdio_server() as (read_stream, write_stream):
+    stdin = cast(Any, _ScreenedLines(anyio.wrap_file(sys.stdin.buffer)))
+    async with stdio_server(stdin=stdin) as (read_stream, write_stream):
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 

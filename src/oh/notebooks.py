@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from oh.core.clock import Clock, system_clock, utc_text
+from oh.core.identifiers import check_identifier
 from oh.core.notebook import Notebook, check_not_closed, new_notebook_id
 from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
 from oh.storage.base import KnowledgeSource, MemoryStore, PurgeAccess
@@ -53,12 +54,6 @@ class ForgetReport:
         return {"notebook": self.notebook_id, "purged_at": self.purged_at, "removed": self.removed}
 
 
-def _check_text(value: Any, what: str) -> str:
-    if type(value) is not str or not 1 <= len(value) <= 200 or not value.isprintable():
-        raise InvalidArgument(f"{what} must be printable text of 1 to 200 characters")
-    return value
-
-
 class Notebooks:
     """Opening, finding and forgetting notebooks on a ``MemoryStore`` with an injected clock."""
 
@@ -85,9 +80,9 @@ class Notebooks:
         A new run always gets a new, empty notebook. A run whose notebook was forgotten or
         purged answers ``purged``; one past its forget time answers ``expired``.
         """
-        _check_text(owner, "owner")
-        _check_text(document, "document")
-        _check_text(run, "run")
+        check_identifier(owner, "owner")
+        check_identifier(document, "document")
+        check_identifier(run, "run")
         if pin != "latest" and (type(pin) is not int or pin < 0):
             raise InvalidArgument('pin must be a revision number or "latest"')
         notebook = self.store.find_notebook(owner, document, run)

@@ -1,48 +1,126 @@
-"""The published JSON Schemas (draft 2020-12) of every tool's arguments and result (SPEC §11).
+"""The published JSON Schemas (draft 2020-12) of every tool's arguments and result (SPEC §11),
+and the one parser of tool arguments.
 
-These are the contract agents, hosts, MCP and OpenAPI see. Tool arguments are validated
-against them before anything else happens; results are checked against them in the tests.
+``parse_arguments`` is the boundary: HTTP, MCP, stdio and library callers all hand it what the
+agent sent, and it returns a typed value or raises a typed error. It reads numbers by the input
+rule of ``oh.core.canonical`` (``5.0`` is 5), runs the checks whose messages name the exact rule
+a change broke, and then validates against the published schema, so nothing the schema refuses
+is ever accepted. The schemas say everything JSON Schema can say; the few rules it cannot say
+(they relate two values, or measure one) are listed in ``RELATIONAL_RULES`` and in each schema's
+``description``, and tests hold the schemas and the parser equal on everything else.
 ``TOOL_CONTRACT_VERSION`` changes when a shape changes incompatibly.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import fastjsonschema
 
-from oh.core.changes import MAX_CHANGES, MAX_REQUEST_ID
+from oh.core.canonical import MAX_SAFE_INTEGER, input_value
+from oh.core.changes import (
+    MAX_CHANGES,
+    MAX_REQUEST_ID,
+    Change,
+    parse_based_on,
+    parse_changes,
+    parse_request_id,
+)
+from oh.core.identifiers import identifier_schema
 from oh.core.records import MAX_LINKS, MAX_TEXT, NAME_PATTERN
+from oh.core.reviewed import LOCATOR_KEYS, MAX_PASSAGE, MAX_REASON
 from oh.errors import InvalidArgument, TooManyChanges
+from oh.query import QUESTIONS, check_question
 
 __all__ = [
     "ARGUMENTS",
+    "BODIES",
+    "DEFAULT_LIMIT",
+    "DEFAULT_RECALL_LIMIT",
+    "IDENTIFIER",
     "MAX_LIMIT",
     "MAX_RECALL_LIMIT",
+    "RELATIONAL_RULES",
     "RESULTS",
     "TOOL_CONTRACT_VERSION",
+    "Arguments",
+    "Explain",
+    "Query",
+    "Read",
+    "Recall",
+    "Remember",
+    "integer",
+    "parse_arguments",
     "validate_arguments",
+    "validate_body",
 ]
 
 TOOL_CONTRACT_VERSION = 1
 MAX_LIMIT = 200
 MAX_RECALL_LIMIT = 20
 DEFAULT_LIMIT = 50
+DEFAULT_RECALL_LIMIT = 10
+MAX_TOKEN = 2048
 
 _SCHEMA = "https://json-schema.org/draft/2020-12/schema"
+
+
+def integer(minimum: int = 0, maximum: int = MAX_SAFE_INTEGER) -> dict[str, Any]:
+    """An integer schema; every integer Oh takes is bounded, at most by ±(2^53-1)."""
+    return {"type": "integer", "minimum": minimum, "maximum": maximum}
+
+
+IDENTIFIER = identifier_schema()
 NAME = {"type": "string", "pattern": NAME_PATTERN}
+KIND = {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"}
 DIGEST = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 ORIGIN = {"enum": ["note", "reviewed"]}
+# A query token or cursor: any text here; one this host did not sign answers token_invalid.
+TOKEN = {"type": "string", "maxLength": MAX_TOKEN}
+# Text that must say something: at least one character that is not white space.
+SAYS_SOMETHING = "\\S"
 _names = {"type": "array", "items": NAME, "maxItems": MAX_LINKS, "uniqueItems": True}
+
+# Any JSON value Oh accepts: numbers whose value is an integer lie within ±(2^53-1).
+JSON_NUMBER = {
+    "type": "number",
+    "if": {"type": "integer"},
+    "then": {"minimum": -MAX_SAFE_INTEGER, "maximum": MAX_SAFE_INTEGER},
+}
+JSON_VALUE_REF = "#/$defs/json_value"
+JSON_VALUE = {
+    "anyOf": [
+        {"type": ["string", "boolean", "null"]},
+        JSON_NUMBER,
+        {"type": "array", "items": {"$ref": JSON_VALUE_REF}},
+        {"type": "object", "additionalProperties": {"$ref": JSON_VALUE_REF}},
+    ]
+}
+DEFS = {"json_value": JSON_VALUE}
+
+# What JSON Schema cannot say, enforced by the parser and tested one by one.
+RELATIONAL_RULES = (
+    "a change names one record at most once per call",
+    "a record's kind, when given, equals the prefix of its name",
+    "a record's link lists do not name the record itself",
+    "a record's fields are at most 16,384 bytes as canonical JSON",
+    "a value nests at most 32 levels deep",
+    "a token or cursor is one this host signed, for this notebook and caller, not expired",
+)
 
 RECORD = {
     "type": "object",
+    "description": (
+        "A record's content. kind is optional and, when given, equals the prefix of name;"
+        " links never name the record itself; fields are at most 16,384 bytes as canonical JSON."
+    ),
     "properties": {
         "name": NAME,
-        "kind": {"type": "string"},
+        "kind": KIND,
         "text": {"type": "string", "maxLength": MAX_TEXT},
-        "fields": {"type": "object"},
+        "fields": {"type": "object", "additionalProperties": {"$ref": JSON_VALUE_REF}},
         "depends_on": _names,
         "supports": _names,
         "contradicts": _names,
@@ -69,48 +147,163 @@ CHANGE = {
 }
 
 
-def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _object(properties: dict[str, Any], required: list[str], **more: Any) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": properties,
         "required": required,
         "additionalProperties": False,
+        **more,
     }
+
+
+_QUESTION_PARAMETERS = ("name", "kind", "since")
+
+
+def _question_rules() -> list[dict[str, Any]]:
+    """Per question: the parameters it needs (unless a cursor continues it) and no others."""
+    rules = []
+    for question, (needed, _) in QUESTIONS.items():
+        then: dict[str, Any] = {
+            "properties": {key: False for key in _QUESTION_PARAMETERS if key not in needed}
+        }
+        if needed:
+            then["anyOf"] = [{"required": list(needed)}, {"required": ["cursor"]}]
+        rules.append({"if": {"properties": {"question": {"const": question}}}, "then": then})
+    return rules
 
 
 ARGUMENTS: dict[str, dict[str, Any]] = {
     "remember": _object(
         {
-            "based_on": {"type": "integer", "minimum": 0},
-            "request_id": {"type": "string", "minLength": 1, "maxLength": MAX_REQUEST_ID},
-            "changes": {"type": "array", "items": CHANGE, "minItems": 1},
+            "based_on": integer(),
+            "request_id": identifier_schema(MAX_REQUEST_ID),
+            "changes": {
+                "type": "array",
+                "items": CHANGE,
+                "minItems": 1,
+                "maxItems": MAX_CHANGES,
+            },
         },
         ["based_on", "request_id", "changes"],
+        description="A change names one record at most once per call.",
+        **{"$defs": DEFS},
     ),
     "query": _object(
         {
-            "question": {"type": "string"},
+            "question": {"enum": list(QUESTIONS)},
             "name": NAME,
-            "kind": {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"},
-            "since": {"type": "integer", "minimum": 0},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
-            "cursor": {"type": "string", "maxLength": 2048},
+            "kind": KIND,
+            "since": integer(),
+            "limit": integer(1, MAX_LIMIT),
+            "cursor": TOKEN,
         },
         ["question"],
+        allOf=_question_rules(),
+        description=(
+            "name, kind and since go with the questions that take them; a cursor continues the"
+            " question it came from, with the same parameters."
+        ),
     ),
     "read": _object({"name": NAME, "digest": DIGEST, "origin": ORIGIN}, ["name"]),
     "explain": _object(
-        {"token": {"type": "string", "maxLength": 2048}, "row": {"type": "integer", "minimum": 0}},
+        {"token": TOKEN, "row": integer()},
         ["token", "row"],
+        description="token is the token of a query answer this host signed for this caller.",
     ),
     "recall": _object(
         {
-            "text": {"type": "string", "minLength": 1, "maxLength": MAX_TEXT},
-            "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RECALL_LIMIT},
+            "text": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_TEXT,
+                "pattern": SAYS_SOMETHING,
+            },
+            "limit": integer(1, MAX_RECALL_LIMIT),
         },
         ["text"],
     ),
 }
+
+# -- the bodies of the owner's routes (HTTP) ---------------------------------------------------
+
+
+def _says_something(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"allOf": [schema, {"pattern": SAYS_SOMETHING}]}
+
+
+_LOCATOR_PART = {"oneOf": [integer(), _says_something(IDENTIFIER)]}
+SOURCE_INPUT = _object(
+    {
+        "document": _says_something(IDENTIFIER),
+        "passage": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": MAX_PASSAGE,
+            "pattern": SAYS_SOMETHING,
+        },
+        "locator": {
+            "oneOf": [
+                _says_something(IDENTIFIER),
+                {
+                    "type": "object",
+                    "properties": dict.fromkeys(LOCATOR_KEYS, _LOCATOR_PART),
+                    "minProperties": 1,
+                    "additionalProperties": False,
+                },
+            ]
+        },
+    },
+    ["document", "passage", "locator"],
+)
+
+BODIES: dict[str, dict[str, Any]] = {
+    "open": _object(
+        {
+            "run": IDENTIFIER,
+            "pin": {"oneOf": [integer(), {"const": "latest"}]},
+            "run_kind": identifier_schema(64),
+        },
+        ["run"],
+    ),
+    "proposal": {
+        "oneOf": [
+            _object(
+                {"notebook": IDENTIFIER, "name": NAME, "source": SOURCE_INPUT},
+                ["notebook", "name", "source"],
+                description="Propose a working note: the notebook and the note's name.",
+            ),
+            _object(
+                {"record": RECORD, "source": SOURCE_INPUT},
+                ["record", "source"],
+                description="Propose a new record.",
+            ),
+        ]
+    },
+    "decision": _object(
+        {
+            "decision": {"enum": ["accept", "reject"]},
+            "reason": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_REASON,
+                "pattern": SAYS_SOMETHING,
+            },
+            "record": RECORD,
+        },
+        ["decision", "reason"],
+        allOf=[
+            {
+                "if": {"properties": {"decision": {"const": "reject"}}},
+                "then": {"properties": {"record": False}},
+            }
+        ],
+        description="record (accept only) is the accepted record with the reviewer's edits.",
+    ),
+}
+for _schema in BODIES.values():
+    _schema["$schema"] = _SCHEMA
+    _schema["$defs"] = DEFS
 
 _nullable_int = {"type": ["integer", "null"]}
 ROW = {
@@ -288,24 +481,137 @@ RESULTS: dict[str, dict[str, Any]] = {
 for _schema in (*ARGUMENTS.values(), *RESULTS.values()):
     _schema["$schema"] = _SCHEMA
 
+
+def compile_schema(schema: dict[str, Any]) -> Callable[[Any], Any]:
+    """A validator of ``schema``; its ``$defs`` (the JSON value) resolve wherever it is used."""
+    validator: Callable[[Any], Any] = fastjsonschema.compile({**schema, "$defs": DEFS})
+    return validator
+
+
 _VALIDATORS: dict[str, Callable[[Any], Any]] = {
-    tool: fastjsonschema.compile(schema) for tool, schema in ARGUMENTS.items()
+    tool: compile_schema(schema) for tool, schema in ARGUMENTS.items()
 }
+_BODY_VALIDATORS = {what: compile_schema(schema) for what, schema in BODIES.items()}
+
+
+def validate_body(what: str, body: Any) -> None:
+    """Check an owner request's body (``open``, ``proposal``, ``decision``) against its
+    published schema; ``invalid_argument`` otherwise."""
+    check_schema(_BODY_VALIDATORS[what], f"{what} body", body)
 
 
 def validate_arguments(tool: str, arguments: Any) -> None:
     """Check ``arguments`` against the tool's published schema; ``invalid_argument`` (or
     ``too_many_changes``) naming the offending place otherwise."""
-    if tool == "remember" and isinstance(arguments, dict):
+    check_schema(_VALIDATORS[tool], tool, arguments)
+
+
+def check_schema(validator: Callable[[Any], Any], what: str, value: Any) -> None:
+    try:
+        validator(value)
+    except fastjsonschema.JsonSchemaValueException as exc:
+        raise InvalidArgument(f"{what}: {exc.message}", path=str(exc.name)) from None
+    except (RecursionError, TypeError, ValueError) as exc:
+        raise InvalidArgument(f"{what}: arguments are not valid JSON values ({exc})") from None
+
+
+# -- the typed arguments -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Remember:
+    based_on: int
+    request_id: str
+    changes: tuple[Change, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    question: str
+    params: dict[str, Any]  # name, kind, since: those given
+    limit: int
+    cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    name: str
+    digest: str | None
+    origin: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Explain:
+    token: str
+    row: int
+
+
+@dataclass(frozen=True, slots=True)
+class Recall:
+    text: str
+    limit: int
+
+
+Arguments = Remember | Query | Read | Explain | Recall
+
+
+def _remember(arguments: Any) -> Remember:
+    if type(arguments) is dict:
         changes = arguments.get("changes")
-        if isinstance(changes, list) and len(changes) > MAX_CHANGES:
+        if type(changes) is list and len(changes) > MAX_CHANGES:
             raise TooManyChanges(
                 f"changes holds {len(changes)} operations; at most {MAX_CHANGES} per call",
                 limit=MAX_CHANGES,
             )
-    try:
-        _VALIDATORS[tool](arguments)
-    except fastjsonschema.JsonSchemaValueException as exc:
-        raise InvalidArgument(f"{tool}: {exc.message}", path=str(exc.name)) from None
-    except (RecursionError, TypeError, ValueError) as exc:
-        raise InvalidArgument(f"{tool}: arguments are not valid JSON values ({exc})") from None
+        # The parsers first: their messages name the exact rule a change broke.
+        parsed = parse_changes(changes)
+        based_on = parse_based_on(arguments.get("based_on"))
+        request_id = parse_request_id(arguments.get("request_id"))
+        validate_arguments("remember", arguments)
+        return Remember(based_on, request_id, parsed)
+    validate_arguments("remember", arguments)
+    raise AssertionError("the schema refuses what is not an object")  # pragma: no cover
+
+
+def _query(arguments: Any) -> Query:
+    if type(arguments) is dict and type(arguments.get("question")) is str:
+        check_question(arguments["question"])  # unknown_question, not invalid_argument
+    validate_arguments("query", arguments)
+    params = {key: arguments[key] for key in _QUESTION_PARAMETERS if key in arguments}
+    return Query(
+        arguments["question"],
+        params,
+        arguments.get("limit", DEFAULT_LIMIT),
+        arguments.get("cursor"),
+    )
+
+
+def _read(arguments: Any) -> Read:
+    validate_arguments("read", arguments)
+    return Read(arguments["name"], arguments.get("digest"), arguments.get("origin"))
+
+
+def _explain(arguments: Any) -> Explain:
+    validate_arguments("explain", arguments)
+    return Explain(arguments["token"], arguments["row"])
+
+
+def _recall(arguments: Any) -> Recall:
+    validate_arguments("recall", arguments)
+    return Recall(arguments["text"], arguments.get("limit", DEFAULT_RECALL_LIMIT))
+
+
+_PARSERS: dict[str, Callable[[Any], Arguments]] = {
+    "remember": _remember,
+    "query": _query,
+    "read": _read,
+    "explain": _explain,
+    "recall": _recall,
+}
+
+
+def parse_arguments(tool: str, arguments: Any) -> Arguments:
+    """The typed arguments of one call of ``tool``, or ``invalid_argument`` (``too_many_changes``,
+    ``unknown_question``) saying what is wrong. ``arguments`` is what the agent sent: parsed
+    JSON from a transport, or values a library caller built (read by the same number rule)."""
+    return _PARSERS[tool](input_value(arguments, tool))

@@ -2,8 +2,9 @@
 
 Defined once, here; HTTP and MCP only adapt them. Every call names the notebook and the caller
 (the host has authenticated the agent credential); the host supplies author and time, no tool
-accepts them, and unknown arguments are rejected. Arguments are checked against the published
-JSON Schemas (``oh.schemas``). ``Tools.call`` turns every error into the public error body.
+accepts them, and unknown arguments are rejected. ``Tools.call`` parses the arguments once, with
+the one parser every transport shares (``oh.schemas.parse_arguments``), hands the typed value to
+the tool, and turns every error into the public error body.
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any, Protocol
 
 from oh.core.answers import Answer
 from oh.core.canonical import canonical_text, sha256_hex
-from oh.core.changes import Change, Remove, parse_changes
+from oh.core.changes import Change, Remove
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
 from oh.core.notebook import Notebook, check_writable
 from oh.errors import InvalidArgument, NotFound, OhError, StorageUnavailable, TokenExpired
 from oh.profiles import Profiles, Schema
 from oh.query import TokenSigner, ask, check_question, describe
-from oh.schemas import DEFAULT_LIMIT, MAX_RECALL_LIMIT, validate_arguments
+from oh.schemas import Explain, Query, Read, Recall, Remember, parse_arguments
 from oh.storage.base import KnowledgeSource, MemoryStore
 from oh.view import Views
 
@@ -96,16 +97,19 @@ class Tools:
         try:
             if tool == "bootstrap":
                 return self.bootstrap(caller)
-            handler = {
-                "remember": self.remember,
-                "query": self.query,
-                "read": self.read,
-                "explain": self.explain,
-                "recall": self.recall,
-            }.get(tool)
-            if handler is None:
+            if tool not in TOOL_NAMES:
                 raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}")
-            return handler(caller, arguments)
+            parsed = parse_arguments(tool, arguments)
+            if type(parsed) is Remember:
+                return self.remember(caller, parsed)
+            if type(parsed) is Query:
+                return self.query(caller, parsed)
+            if type(parsed) is Read:
+                return self.read(caller, parsed)
+            if type(parsed) is Explain:
+                return self.explain(caller, parsed)
+            assert type(parsed) is Recall
+            return self.recall(caller, parsed)
         except OhError as exc:
             return exc.to_json()
         except (RecursionError, MemoryError) as exc:
@@ -122,18 +126,13 @@ class Tools:
 
     # -- remember -------------------------------------------------------------------------
 
-    def remember(self, caller: Caller, arguments: Any) -> dict[str, Any]:
-        if not isinstance(arguments, dict):
-            raise InvalidArgument("remember takes an object {based_on, request_id, changes}")
-        # The parser first: its messages name the exact rule a change broke.
-        changes = parse_changes(arguments.get("changes"))
-        validate_arguments("remember", arguments)
+    def remember(self, caller: Caller, arguments: Remember) -> dict[str, Any]:
         notebook = self._open_notebook(caller)
-        changes = self._checked(notebook, changes)
+        changes = self._checked(notebook, arguments.changes)
         result = self.memory.remember(
             caller.notebook_id,
-            based_on=arguments["based_on"],
-            request_id=arguments["request_id"],
+            based_on=arguments.based_on,
+            request_id=arguments.request_id,
             changes=changes,
             author=caller.author,
             now=self.clock(),
@@ -161,16 +160,15 @@ class Tools:
 
     # -- query and explain ----------------------------------------------------------------
 
-    def query(self, caller: Caller, arguments: Any) -> dict[str, Any]:
-        validate_arguments("query", arguments)
-        question = arguments["question"]
+    def query(self, caller: Caller, arguments: Query) -> dict[str, Any]:
+        question = arguments.question
         needed = check_question(question)
         notebook = self._open_notebook(caller)
-        limit = arguments.get("limit", DEFAULT_LIMIT)
+        limit = arguments.limit
         now = self.clock()
-        if "cursor" in arguments:
+        if arguments.cursor is not None:
             claims = self.signer.verify(
-                arguments["cursor"],
+                arguments.cursor,
                 notebook_id=notebook.id,
                 caller=caller.principal,
                 now=now,
@@ -178,18 +176,14 @@ class Tools:
             )
             offset = claims["o"]
             page = self._answer(notebook.id, claims["a"], offset, limit)
-            params = {key: arguments[key] for key in ("name", "kind", "since") if key in arguments}
+            params = arguments.params
             if page.question != question or any(page.params.get(k) != v for k, v in params.items()):
                 raise InvalidArgument("a cursor continues the question it came from, unchanged")
         else:
-            params = {}
-            for key in ("name", "kind", "since"):
-                if key in needed:
-                    if key not in arguments:
-                        raise InvalidArgument(f"question {question} needs {key!r}")
-                    params[key] = arguments[key]
-                elif key in arguments:
-                    raise InvalidArgument(f"question {question} takes no {key!r}")
+            params = arguments.params
+            for key in needed:
+                if key not in params:
+                    raise InvalidArgument(f"question {question} needs {key!r}")
             page = self._ask(caller, notebook, question, params, now)
             offset = 0
         rows = page.rows[offset - page.offset : offset - page.offset + limit]
@@ -272,17 +266,16 @@ class Tools:
             raise TokenExpired("that answer has expired; ask the question again")
         return answer
 
-    def explain(self, caller: Caller, arguments: Any) -> dict[str, Any]:
-        validate_arguments("explain", arguments)
+    def explain(self, caller: Caller, arguments: Explain) -> dict[str, Any]:
         notebook = self._open_notebook(caller)
         claims = self.signer.verify(
-            arguments["token"],
+            arguments.token,
             notebook_id=notebook.id,
             caller=caller.principal,
             now=self.clock(),
             kind="explain",
         )
-        index = arguments["row"]
+        index = arguments.row
         answer = self._answer(notebook.id, claims["a"], index, 1)
         if index >= answer.total:
             raise InvalidArgument(f"the answer has {answer.total} rows; no row {index}")
@@ -302,10 +295,9 @@ class Tools:
 
     # -- read -----------------------------------------------------------------------------
 
-    def read(self, caller: Caller, arguments: Any) -> dict[str, Any]:
-        validate_arguments("read", arguments)
-        name = arguments["name"]
-        origin = arguments.get("origin")
+    def read(self, caller: Caller, arguments: Read) -> dict[str, Any]:
+        name = arguments.name
+        origin = arguments.origin
         notebook, stored = self.memory.read_record(caller.notebook_id, name)
         check_writable(notebook.id, notebook.state, notebook.forgets_at, self.clock())
         body: dict[str, Any] | None = None
@@ -327,10 +319,12 @@ class Tools:
             if reviewed is not None:
                 body = reviewed.to_json()
         if body is None:
-            where = {"note": " as a note", "reviewed": " as reviewed knowledge"}.get(origin, "")
+            where = {"note": " as a note", "reviewed": " as reviewed knowledge"}.get(
+                origin or "", ""
+            )
             raise NotFound(f"{name} is not in view{where}", name=name)
-        if "digest" in arguments:
-            body["changed"] = arguments["digest"] != body["digest"]
+        if arguments.digest is not None:
+            body["changed"] = arguments.digest != body["digest"]
         return body
 
     # -- bootstrap and recall -------------------------------------------------------------
@@ -369,13 +363,11 @@ class Tools:
             "revision": view.revision,
         }
 
-    def recall(self, caller: Caller, arguments: Any) -> dict[str, Any]:
-        validate_arguments("recall", arguments)
+    def recall(self, caller: Caller, arguments: Recall) -> dict[str, Any]:
         notebook = self._open_notebook(caller)
         if self.recall_service is None:
             raise NotFound("recall is not enabled on this host")
-        limit = min(arguments.get("limit", 10), MAX_RECALL_LIMIT)
-        found = self.recall_service.recall(notebook, arguments["text"], limit)
+        found = self.recall_service.recall(notebook, arguments.text, arguments.limit)
         if self.shadow:
             # Measured, never shown: a similar note must not enter the conversation unread.
             if self.on_recall_shadow is not None:

@@ -40,6 +40,7 @@ from typing import IO, Any, BinaryIO
 from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.core.canonical import canonical_bytes, canonical_text, parse_json, sha256_hex
 from oh.core.changes import MAX_CHANGES, LogEntry, LoggedChange, genesis_hash
+from oh.core.identifiers import contains_control
 from oh.core.notebook import STATES, Notebook
 from oh.core.records import kind_of
 from oh.core.reviewed import (
@@ -348,6 +349,10 @@ def _field(line: dict[str, Any], key: str, kind: type | tuple[type, ...], where:
     value = line.get(key)
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise InvalidArgument(f"{where}: {key} is missing or has the wrong type")
+    # Ids, names and stamps: what the API never accepts, an import never stores (a NUL would be
+    # cut off by the driver, and the data would no longer match its hashes).
+    if type(value) is str and contains_control(value):
+        raise InvalidArgument(f"{where}: {key} holds a control character")
     return value
 
 

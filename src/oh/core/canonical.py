@@ -8,6 +8,13 @@ holds the two equal).
 
 Only values JSON can carry without loss are accepted: no NaN or Infinity, no integers outside
 ±(2^53−1), no lone surrogates, string keys only, bounded nesting.
+
+Input (a request body, a tool's arguments) is read by one rule on every transport, in
+``parse_input`` for JSON text and ``input_value`` for values a library caller built. A number is
+a number by value, as RFC 8785 and JSON Schema treat it: ``2``, ``2.0`` and ``2e0`` are the
+integer 2. A number whose value is an integer must lie within ±(2^53−1), the integers every JSON
+reader keeps exactly, so no integer is ever read as another; any other finite number is an IEEE
+754 double. Duplicate object keys, NaN and Infinity are refused.
 """
 
 from __future__ import annotations
@@ -30,7 +37,9 @@ __all__ = [
     "canonical_string",
     "canonical_text",
     "check_json",
+    "input_value",
     "load_canonical",
+    "parse_input",
     "parse_json",
     "sha256_hex",
 ]
@@ -173,6 +182,120 @@ def parse_json(text: str | bytes, where: str = "JSON") -> Any:
         raise InvalidArgument(f"{where} is not valid JSON: {exc}") from None
     check_json(value, where)
     return value
+
+
+_UNSAFE_INTEGER = (
+    "an integral number outside ±(2^53-1), which not every JSON reader keeps exactly;"
+    " send such a value as text"
+)
+
+
+def _input_int(text: str) -> int:
+    # More than 16 digits cannot be within ±(2^53-1); a long run must not reach int().
+    if len(text.lstrip("-")) > 16:
+        raise InvalidArgument(_UNSAFE_INTEGER)
+    value = int(text)
+    if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        raise InvalidArgument(_UNSAFE_INTEGER)
+    return value
+
+
+def _input_float(text: str) -> int | float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise InvalidArgument(f"{text[:32]} is too large for a JSON number (an IEEE 754 double)")
+    if value.is_integer():
+        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return int(value)
+        raise InvalidArgument(_UNSAFE_INTEGER)
+    return value
+
+
+def parse_input(text: str | bytes, where: str = "request body", *, depth: int = 0) -> Any:
+    """Parse JSON that arrives from outside: what ``parse_json`` refuses, plus the number rule of
+    this module's docstring (integral values become ints; outside ±(2^53-1) they are refused).
+
+    Bytes must be UTF-8. Every transport reads a body with this function, so one body means one
+    thing over HTTP, MCP and stdio. ``depth`` is how deep the root sits in what the nesting limit
+    counts (-2 for an MCP message, whose tool arguments sit two levels down).
+    """
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidArgument(f"{where} is not UTF-8") from None
+    try:
+        value = json.loads(
+            text,
+            object_pairs_hook=_no_duplicate_keys,
+            parse_constant=_no_constant,
+            parse_int=_input_int,
+            parse_float=_input_float,
+        )
+    except InvalidArgument:
+        raise
+    except (ValueError, RecursionError) as exc:
+        raise InvalidArgument(f"{where} is not valid JSON: {exc}") from None
+    _walk(value, depth, where)
+    return value
+
+
+def _input(value: Any, depth: int, where: str) -> Any:
+    """``value`` under the input rule: the same object when nothing changes, otherwise a copy in
+    which every integral float is an int (containers are copied only along a changed path)."""
+    if depth > MAX_DEPTH:
+        raise InvalidArgument(f"{where}: nested deeper than {MAX_DEPTH} levels")
+    kind = type(value)
+    if kind is str:
+        if not value.isascii():
+            _check_string(value, where)
+        return value
+    if kind is bool or value is None:
+        return value
+    if kind is int:
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise InvalidArgument(f"{where}: {_UNSAFE_INTEGER}")
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise InvalidArgument(f"{where}: NaN and Infinity are not JSON")
+        if value.is_integer():
+            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                return int(value)
+            raise InvalidArgument(f"{where}: {_UNSAFE_INTEGER}")
+        return value
+    if kind is list or kind is tuple:
+        items = None
+        for index, item in enumerate(value):
+            read = _input(item, depth + 1, where)
+            if read is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = read
+        if items is None:
+            return value
+        return items if kind is list else tuple(items)
+    if kind is dict:
+        changed = None
+        for key, item in value.items():
+            if type(key) is not str:
+                raise InvalidArgument(f"{where}: object keys must be strings")
+            if not key.isascii():
+                _check_string(key, where)
+            read = _input(item, depth + 1, where)
+            if read is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = read
+        return value if changed is None else changed
+    raise InvalidArgument(f"{where}: {kind.__name__} is not a JSON value")
+
+
+def input_value(value: Any, where: str = "arguments", *, depth: int = 0) -> Any:
+    """A value a library caller built, read by the same rule as ``parse_input``: ``5.0`` is 5,
+    an integral value outside ±(2^53-1) is refused, and anything JSON cannot carry is refused.
+    Returns ``value`` itself when nothing changes."""
+    return _input(value, depth, where)
 
 
 def load_canonical(text: str) -> Any:

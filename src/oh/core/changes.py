@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
 from oh.core.canonical import MAX_SAFE_INTEGER, canonical_string, canonical_text, sha256_hex
+from oh.core.identifiers import check_identifier
 from oh.core.records import Record, StoredRecord, check_name, kind_of
 from oh.errors import AlreadyExists, InvalidArgument, NotFound, TooManyChanges
 
@@ -74,17 +75,13 @@ Change = Add | Replace | Remove
 
 
 def parse_based_on(value: Any) -> int:
-    if type(value) is not int or value < 0:
+    if type(value) is not int or not 0 <= value <= MAX_SAFE_INTEGER:
         raise InvalidArgument("based_on must be a non-negative integer (the version last read)")
     return value
 
 
 def parse_request_id(value: Any) -> str:
-    if type(value) is not str or not 1 <= len(value) <= MAX_REQUEST_ID:
-        raise InvalidArgument(f"request_id must be a string of 1 to {MAX_REQUEST_ID} characters")
-    if not value.isprintable():
-        raise InvalidArgument("request_id must be printable text")
-    return value
+    return check_identifier(value, "request_id", MAX_REQUEST_ID)
 
 
 _RECORD_CHANGE_KEYS = frozenset(("op", "record"))

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from oh.core.canonical import canonical_text, check_json, parse_json, sha256_hex
+from oh.core.identifiers import check_identifier
 from oh.core.records import Record
 from oh.errors import IntegrityError, InvalidArgument
 
 __all__ = [
+    "LOCATOR_KEYS",
     "MAX_PASSAGE",
     "MAX_REASON",
     "Decision",
@@ -33,7 +35,8 @@ __all__ = [
 
 MAX_PASSAGE = 4000
 MAX_REASON = 2000
-_LOCATOR_KEYS = frozenset(("page", "section", "offset", "line", "paragraph"))
+LOCATOR_KEYS = ("page", "section", "offset", "line", "paragraph")
+_LOCATOR_KEYS = frozenset(LOCATOR_KEYS)
 
 
 def _text(value: Any, where: str, limit: int) -> str:
@@ -45,9 +48,14 @@ def _text(value: Any, where: str, limit: int) -> str:
     return value
 
 
+def _short(value: Any, where: str) -> str:
+    """A locator or cited document: an identifier that says something."""
+    return check_identifier(_text(value, where, 200), where)
+
+
 def _locator(value: Any) -> str | dict[str, Any]:
     if type(value) is str:
-        return _text(value, "source.locator", 200)
+        return _short(value, "source.locator")
     if type(value) is not dict or not value:
         raise InvalidArgument(
             "source.locator is required: text (e.g. 'p. 4, §2') or an object with"
@@ -61,7 +69,7 @@ def _locator(value: Any) -> str | dict[str, Any]:
             if item < 0:
                 raise InvalidArgument(f"source.locator.{key} must not be negative")
         elif type(item) is str:
-            _text(item, f"source.locator.{key}", 200)
+            _short(item, f"source.locator.{key}")
         else:
             raise InvalidArgument(f"source.locator.{key} must be an integer or text")
     return dict(value)
@@ -85,7 +93,7 @@ class Source:
                 f"source has unknown keys: {', '.join(sorted(map(str, unknown)))}"
             )
         return cls(
-            document=_text(value.get("document"), "source.document", 200),
+            document=_short(value.get("document"), "source.document"),
             passage=_text(value.get("passage"), "source.passage", MAX_PASSAGE),
             locator=_locator(value.get("locator")),
         )

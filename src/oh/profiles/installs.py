@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from oh.core.canonical import canonical_text
 from oh.core.clock import Clock, system_clock, utc_text
+from oh.core.identifiers import check_identifier
 from oh.core.records import Record
 from oh.errors import AlreadyExists, InvalidArgument, StorageUnavailable
 from oh.profiles.codecs import Codecs, default_codecs
@@ -270,9 +271,7 @@ def plan(pack: Pack, installed: Sequence[InstalledPack], records: Iterable[Recor
 
 
 def _check_owner(owner: Any) -> str:
-    if type(owner) is not str or not 1 <= len(owner) <= 200 or not owner.isprintable():
-        raise InvalidArgument("owner must be printable text of 1 to 200 characters")
-    return owner
+    return check_identifier(owner, "owner")
 
 
 class Profiles:

@@ -1,0 +1,399 @@
+"""One body, one meaning: the same raw bytes sent as a tool call over HTTP, over MCP (streamable
+HTTP, as JSON-RPC) and through the library give the same result.
+
+A real ``oh`` app (HTTP API and MCP endpoint) is served by uvicorn on 127.0.0.1; each transport
+gets its own notebook and the same sequence of calls, so versions and digests line up. The
+bytes are those a careless or hostile client sends: ``5.0`` for 5, duplicate keys, integers no
+JSON reader keeps exactly, NaN, lone surrogates, bytes that are not UTF-8, control characters in
+a request id, nesting at the limit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+import httpx2
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from oh.core.canonical import parse_input
+from oh.core.notebook import Notebook
+from oh.errors import OhError
+from oh.host import Host, HostSettings
+from oh.http import create_app
+from oh.mcp import mcp_app
+from oh.storage.base import MemoryStore
+from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.libsql_host import LibsqlHostRegistry
+from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.testing.lifecycle import FakeClock
+
+MCP_HEADERS = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
+
+
+class EveryNote:
+    """Recall that finds every current note with score 1.0: enough to see ``limit`` travel."""
+
+    memory: MemoryStore
+
+    def recall(self, notebook: Notebook, text: str, limit: int) -> dict[str, Any]:
+        rows = [
+            {"name": r.name, "digest": r.digest, "origin": "note", "score": 1.0}
+            for r in self.memory.records(notebook.id)
+        ]
+        return {"rows": rows[:limit], "pending": 0}
+
+
+@dataclass
+class Served:
+    host: Host
+    url: str
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[Served]:
+    recall = EveryNote()
+    host = Host(
+        LibsqlMemoryStore(tmp_path / "memory.db"),
+        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
+        LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        clock=FakeClock(),
+        settings=HostSettings(recall_shadow=False),
+        recall=recall,
+    )
+    recall.memory = host.memory
+    endpoint = mcp_app(host)
+    app = create_app(host, mcp=(endpoint.app, endpoint.lifespan))
+    port = _free_port()
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    yield Served(host, f"http://127.0.0.1:{port}")
+    server.should_exit = True
+    thread.join(timeout=20)
+    host.memory.close()
+    host.knowledge.close()
+    host.registry.close()
+
+
+def _agent(served: Served, document: str) -> tuple[str, str]:
+    """A fresh notebook of the run ``run`` on its own document: every notebook's author is the
+    same ``agent:run``."""
+    served.host.register_document("ann", document)
+    notebook, _ = served.host.open_notebook("ann", document, "run")
+    return notebook.id, served.host.agent_token(notebook.id)
+
+
+Transport = Callable[[str, bytes], dict[str, Any]]
+
+
+def over_http(served: Served, notebook_id: str, token: str) -> Transport:
+    def call(tool: str, raw: bytes) -> dict[str, Any]:
+        response = httpx.post(
+            f"{served.url}/v1/notebooks/{notebook_id}/tools/{tool}",
+            content=raw,
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            timeout=30,
+        )
+        body: dict[str, Any] = response.json()
+        assert response.status_code == (200 if "error" not in body else response.status_code)
+        return body
+
+    return call
+
+
+def over_mcp(served: Served, token: str) -> Transport:
+    def call(tool: str, raw: bytes) -> dict[str, Any]:
+        envelope = (
+            b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"'
+            + tool.encode()
+            + b'","arguments":'
+            + raw
+            + b"}}"
+        )
+        response = httpx.post(
+            f"{served.url}/mcp",
+            content=envelope,
+            headers={**MCP_HEADERS, "Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        assert response.status_code == 200, response.text
+        answer = response.json()
+        assert answer["id"] == 7
+        result = answer["result"]
+        body: dict[str, Any] = result["structuredContent"]
+        assert json.loads(result["content"][0]["text"]) == body
+        assert result["isError"] == ("error" in body)
+        return body
+
+    return call
+
+
+def over_the_library(served: Served, token: str) -> Transport:
+    def call(tool: str, raw: bytes) -> dict[str, Any]:
+        try:
+            arguments = parse_input(raw)
+        except OhError as exc:
+            return exc.to_json()
+        return served.host.call_tool(token, tool, arguments)
+
+    return call
+
+
+def _nested(levels: int) -> str:
+    return '{"a":' * levels + "1" + "}" * levels
+
+
+# Each call: the tool and its raw arguments; "TOKEN" is replaced by the token of the answer the
+# first query of that notebook returned.
+CALLS: list[tuple[str, bytes]] = [
+    (
+        "remember",
+        b'{"based_on": 0.0, "request_id": "r-1", "changes": [{"op": "add", "record":'
+        b' {"name": "note:a", "text": "a", "fields": {"n": 2.0, "x": 0.5, "e": 1e2}}}]}',
+    ),
+    # The identical retry, spelled with an integer: the same payload, so the original result.
+    (
+        "remember",
+        b'{"based_on": 0, "request_id": "r-1", "changes": [{"op": "add", "record":'
+        b' {"name": "note:a", "text": "a", "fields": {"n": 2, "x": 0.5, "e": 100}}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b", "fields": {"k": 1, "k": 2}}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b", "fields": {"k": 9007199254740992}}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b", "fields": {"k": 1e300}}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b", "fields": {"k": NaN}}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "\\ud800"}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "\xff\xfe"}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r\\u0000-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b"}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r\\u0085-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b"}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": true, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b"}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
+        b' {"name": "note:b", "text": "b", "fields": {"k": 9007199254740991, "m": -0.0}}}]}',
+    ),
+    (
+        "remember",
+        b'{"based_on": 2, "request_id": "r-3", "changes": [{"op": "add", "record":'
+        b' {"name": "note:c", "text": "c", "fields": ' + _nested(25).encode() + b"}}]}",
+    ),
+    (
+        "remember",
+        b'{"based_on": 2, "request_id": "r-3", "changes": [{"op": "add", "record":'
+        b' {"name": "note:c", "text": "c", "fields": ' + _nested(40).encode() + b"}}]}",
+    ),
+    ("query", b'{"question": "current_notes", "limit": 5.0}'),
+    ("query", b'{"question": "current_notes", "limit": 5.5}'),
+    ("query", b'{"question": "current_notes", "limit": true}'),
+    ("query", b'{"question": "changes_since", "since": 0.0}'),
+    ("query", b'{"question": "everything"}'),
+    ("query", b'{"question": "related"}'),
+    ("explain", b'{"token": "TOKEN", "row": 0.0}'),
+    ("explain", b'{"token": "TOKEN", "row": 1e0}'),
+    ("explain", b'{"token": "TOKEN", "row": 9}'),
+    ("read", b'{"name": "note:a", "origin": "note", "origin": "reviewed"}'),
+    ("read", b'{"name": "note:a"}'),
+    ("recall", b'{"text": "a", "limit": 5.0}'),
+    ("recall", b'{"text": "   "}'),
+    (
+        "remember",
+        b'{"based_on": 3, "request_id": "r-4", "changes": ['
+        + b",".join(b'{"op": "remove", "name": "note:x%d"}' % i for i in range(65))
+        + b"]}",
+    ),
+]
+
+
+def _comparable(body: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal across notebooks: everything but the ids and tokens of answers."""
+    return {
+        key: value
+        for key, value in body.items()
+        if key not in ("answer_id", "token", "token_expires_at", "next_cursor")
+    }
+
+
+def _run(transport: Transport) -> list[dict[str, Any]]:
+    results = []
+    token = ""
+    for tool, raw in CALLS:
+        result = transport(tool, raw.replace(b"TOKEN", token.encode()))
+        if tool == "query" and "token" in result and not token:
+            token = result["token"]
+        results.append(result)
+    return results
+
+
+def test_the_same_bytes_mean_the_same_over_http_mcp_and_the_library(served: Served) -> None:
+    http = _run(over_http(served, *_agent(served, "http")))
+    mcp = _run(over_mcp(served, _agent(served, "mcp")[1]))
+    library = _run(over_the_library(served, _agent(served, "library")[1]))
+    for (tool, raw), a, b, c in zip(CALLS, http, mcp, library, strict=True):
+        assert _comparable(a) == _comparable(b) == _comparable(c), (tool, raw[:120])
+    codes = [result.get("error", {}).get("code", result.get("status", "ok")) for result in http]
+    # The sequence says what each spelling means (and that errors are errors, not crashes).
+    assert codes == [
+        "applied",
+        "applied",
+        *["invalid_argument"] * 9,
+        "applied",
+        "applied",
+        "invalid_argument",
+        "ok",
+        "invalid_argument",
+        "invalid_argument",
+        "ok",
+        "unknown_question",
+        "invalid_argument",
+        "ok",
+        "ok",
+        "invalid_argument",
+        "invalid_argument",
+        "ok",
+        "ok",
+        "invalid_argument",
+        "too_many_changes",
+    ]
+    # 2.0 is the number 2: results carry JSON integers, and the retry spelled 0 is identical.
+    assert http[0] == http[1]
+    assert type(http[0]["version"]) is int
+    assert http[24]["fields"] == {"e": 100, "n": 2, "x": 0.5}
+    assert [type(v) for v in http[24]["fields"].values()] == [int, int, float]
+    assert http[20]["row"] == 0 and type(http[20]["row"]) is int
+    assert len(http[25]["rows"]) == 3  # note:a, note:b, note:c
+
+
+def test_python_values_from_a_library_caller_follow_the_same_rule(served: Served) -> None:
+    """``5.0`` built in Python (no JSON at all) is read as 5, as the bytes ``5.0`` are."""
+    notebook_id, token = _agent(served, "python")
+    http = over_http(served, *_agent(served, "bytes"))
+    call = served.host.call_tool
+    for tool, raw in CALLS:
+        if b"NaN" in raw or b'"k": 1, "k"' in raw or b"origin" in raw or b"\xff" in raw:
+            continue  # not a value Python's own reader builds the same way
+        if b"TOKEN" in raw:
+            continue
+        expected = http(tool, raw)
+        got = call(token, tool, json.loads(raw))
+        assert _comparable(got).keys() == _comparable(expected).keys(), (tool, raw[:120])
+        assert got.get("error", {}).get("code") == expected.get("error", {}).get("code")
+    assert call(token, "query", {"question": "current_notes", "limit": 1.0})["rows"]
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(url: str, token: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
+    ):
+        yield client
+
+
+def test_the_official_mcp_client_reads_integral_floats_as_integers(served: Served) -> None:
+    """What the issue saw as 503 "internal error: TypeError": 5.0 and 0.0 from a real client."""
+    _, token = _agent(served, "client")
+
+    async def scenario() -> None:
+        async with mcp_client(f"{served.url}/mcp", token) as client:
+            written = await client.call_tool(
+                "remember",
+                {
+                    "based_on": 0.0,
+                    "request_id": "r-1",
+                    "changes": [{"op": "add", "record": {"name": "note:a", "text": "a"}}],
+                },
+            )
+            assert written.structured_content["version"] == 1
+            query = await client.call_tool("query", {"question": "current_notes", "limit": 5.0})
+            assert not query.is_error
+            answer = query.structured_content
+            explained = await client.call_tool("explain", {"token": answer["token"], "row": 0.0})
+            assert not explained.is_error and explained.structured_content["row"] == 0
+            recalled = await client.call_tool("recall", {"text": "a", "limit": 5.0})
+            assert not recalled.is_error
+
+    anyio.run(scenario)
+
+
+def test_a_message_the_reader_refuses_never_reaches_the_sdk_or_a_tool(served: Served) -> None:
+    """A duplicate key outside the arguments, and a client trying to set Oh's own verdict."""
+    notebook_id, token = _agent(served, "envelope")
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {token}"}
+    doubled = (
+        b'{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"remember",'
+        b'"arguments":{"based_on":0,"request_id":"r","changes":[{"op":"add","record":'
+        b'{"name":"note:a","text":"a"}}]}}}'
+    )
+    answer = httpx.post(f"{served.url}/mcp", content=doubled, headers=headers).json()
+    assert answer["result"]["structuredContent"]["error"]["code"] == "invalid_argument"
+    assert served.host.memory.notebook(notebook_id).version == 0
+    spoofed = (
+        b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read",'
+        b'"arguments":{"name":"note:a"},"_meta":{"oh/refused":"fake"}}}'
+    )
+    answer = httpx.post(f"{served.url}/mcp", content=spoofed, headers=headers).json()
+    assert answer["result"]["structuredContent"]["error"]["code"] == "not_found"
+    listed = b'{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"a":1,"a":2}}}'
+    answer = httpx.post(f"{served.url}/mcp", content=listed, headers=headers).json()
+    assert "error" in answer and "duplicate" in answer["error"]["message"]
