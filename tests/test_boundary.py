@@ -12,7 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import select
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -29,6 +33,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from oh.core.canonical import parse_input
+from oh.core.clock import system_clock
 from oh.core.notebook import Notebook
 from oh.errors import OhError
 from oh.host import Host, HostSettings
@@ -326,7 +331,7 @@ def test_the_same_bytes_mean_the_same_over_http_mcp_and_the_library(served: Serv
 
 def test_python_values_from_a_library_caller_follow_the_same_rule(served: Served) -> None:
     """``5.0`` built in Python (no JSON at all) is read as 5, as the bytes ``5.0`` are."""
-    notebook_id, token = _agent(served, "python")
+    _, token = _agent(served, "python")
     http = over_http(served, *_agent(served, "bytes"))
     call = served.host.call_tool
     for tool, raw in CALLS:
@@ -397,3 +402,88 @@ def test_a_message_the_reader_refuses_never_reaches_the_sdk_or_a_tool(served: Se
     listed = b'{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"a":1,"a":2}}}'
     answer = httpx.post(f"{served.url}/mcp", content=listed, headers=headers).json()
     assert "error" in answer and "duplicate" in answer["error"]["message"]
+
+
+def test_oh_mcp_over_stdio_reads_each_line_as_http_reads_a_body(tmp_path: Path) -> None:
+    """``oh mcp``: raw lines with a duplicate key, ``5.0`` and bytes that are not UTF-8."""
+    # The child process runs on the real clock, so the notebook is opened on it too.
+    host = Host(
+        LibsqlMemoryStore(tmp_path / "memory.db"),
+        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
+        LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        clock=system_clock,
+    )
+    host.register_document("ann", "doc")
+    notebook, _ = host.open_notebook("ann", "doc", "run")
+    token = host.agent_token(notebook.id)
+    host.memory.close()
+    host.knowledge.close()
+    host.registry.close()
+
+    def call(number: int, tool: str, arguments: bytes) -> bytes:
+        return (
+            b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":'
+            % (number, tool.encode())
+            + arguments
+            + b"}}\n"
+        )
+
+    lines = [
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        b'"capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}\n',
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n',
+        call(
+            2,
+            "remember",
+            b'{"based_on":0,"request_id":"r","changes":[{"op":"add","record":'
+            b'{"name":"note:a","text":"a","fields":{"k":1,"k":2}}}]}',
+        ),
+        call(3, "query", b'{"question":"current_notes","limit":5.0}'),
+        call(4, "read", b'{"name":"note:\xff"}'),
+        call(
+            5,
+            "remember",
+            b'{"based_on":0.0,"request_id":"r","changes":[{"op":"add","record":'
+            b'{"name":"note:a","text":"a","fields":{"k":2.0}}}]}',
+        ),
+    ]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "oh.cli", "mcp", "--notebook", notebook.id, "--data", str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "OH_AGENT_TOKEN": token, "PYTHONUNBUFFERED": "1"},
+    )
+    assert child.stdin is not None and child.stdout is not None
+    answers: dict[int, Any] = {}
+    try:
+        for line in lines:  # one at a time, each answered before the next (the stdin stays open)
+            child.stdin.write(line)
+            child.stdin.flush()
+            if b'"id"' not in line:
+                continue
+            while True:
+                ready, _, _ = select.select([child.stdout], [], [], 120)
+                assert ready, "oh mcp did not answer within 120 s"
+                message = json.loads(child.stdout.readline())
+                if "id" in message:
+                    answers[message["id"]] = message
+                    break
+    finally:
+        child.stdin.close()
+        child.wait(timeout=60)
+    assert set(answers) == {1, 2, 3, 4, 5}
+
+    def code(number: int) -> str:
+        body = answers[number]["result"]["structuredContent"]
+        return str(body.get("error", {}).get("code", body.get("status", "ok")))
+
+    assert [code(n) for n in (2, 3, 4, 5)] == [
+        "invalid_argument",
+        "ok",
+        "invalid_argument",
+        "applied",
+    ]
+    assert "duplicate" in answers[2]["result"]["structuredContent"]["error"]["message"]
+    assert "UTF-8" in answers[4]["result"]["structuredContent"]["error"]["message"]
+    assert answers[5]["result"]["structuredContent"]["version"] == 1

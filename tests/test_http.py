@@ -230,7 +230,11 @@ def test_bad_input_is_typed_and_never_a_500(server: Server, ann: Client) -> None
         )
         assert answer.status_code == 400, (raw, answer.text)
         assert answer.json()["error"]["code"] in ("invalid_argument", "unknown_question")
-    huge = agent.post(f"{tools}/remember", content=b"[" + b"1," * 600_000 + b"1]")
+    huge = agent.post(
+        f"{tools}/remember",
+        content=b"[" + b"1," * 600_000 + b"1]",
+        headers={"content-type": "application/json"},
+    )
     assert (huge.status_code, huge.json()["error"]["code"]) == (400, "invalid_argument")
     assert ann.get("/v1/no-such-route").json()["error"]["code"] == "not_found"
     assert ann.get("/v1/knowledge?revision=x").json()["error"]["code"] == "invalid_argument"

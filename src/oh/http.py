@@ -18,10 +18,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from oh import __version__
 from oh.core.canonical import MAX_SAFE_INTEGER, parse_input
-from oh.core.identifiers import identifier_schema
+from oh.core.identifiers import CONTROL_CHARACTERS, identifier_schema
 from oh.errors import (
     HTTP_STATUS,
     InvalidArgument,
@@ -77,7 +78,15 @@ OPENED = {
 
 # The schemas of path and query parameters, as the host checks them.
 _PARAMETERS: dict[str, dict[str, Any]] = {
-    "document": {**identifier_schema(), "description": "the host's id of a document"},
+    # In a path a document id holds no "/" (a client sends it as %2F, which the server decodes
+    # before routing); through the library any identifier is a document id.
+    "document": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 200,
+        "pattern": f"^[^/{CONTROL_CHARACTERS}]*$",
+        "description": "the host's id of a document (no control characters, no /)",
+    },
     "notebook_id": {**identifier_schema(), "description": "a notebook id (nb_...)"},
     "proposal_id": {**identifier_schema(), "description": "a proposal id (pr_...)"},
     "revision": {**integer(), "description": "a knowledge revision; the latest when left out"},
@@ -141,6 +150,17 @@ def _publish(document: dict[str, Any]) -> dict[str, Any]:
             who = {_SECURITY_BY_TAG.get(tag) for tag in operation.get("tags", [])} - {None}
             operation["security"] = [{name: []} for name in sorted(who)]  # type: ignore[type-var]
     return document
+
+
+def _allowed(app: Any, scope: Any) -> str:
+    """Every method some route of ``app`` answers at this path (one route per method, so the
+    router's own ``Allow`` names only the first)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**scope, "method": "GET"})
+        if match != Match.NONE:
+            methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -325,7 +345,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     }
 
     @app.put(
-        "/v1/documents/{document:path}",
+        "/v1/documents/{document}",
         tags=["documents"],
         responses={201: _json(document_body), 200: _json(document_body), **_errors(401, 403)},
     )
@@ -340,7 +360,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         return await run(go)
 
     @app.delete(
-        "/v1/documents/{document:path}",
+        "/v1/documents/{document}",
         tags=["documents"],
         responses={200: _json({"type": "object"}), **_errors(401, 403, 404)},
     )
@@ -355,7 +375,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     # -- notebooks ------------------------------------------------------------------------
 
     @app.post(
-        "/v1/documents/{document:path}/notebooks",
+        "/v1/documents/{document}/notebooks",
         tags=["notebooks"],
         openapi_extra=_body_doc(BODIES["open"]),
         responses={
@@ -618,11 +638,11 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         return PlainTextResponse(host.metrics.render(), media_type="text/plain; version=0.0.4")
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_request: Request, exc: StarletteHTTPException) -> Response:
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
             return _error_response(NotFound("no such route"))
         if exc.status_code == 405:
-            allow = (exc.headers or {}).get("Allow", "")
+            allow = _allowed(request.app, request.scope)
             response = _error_response(
                 MethodNotAllowed(f"this route answers {allow or 'other methods'}", allow=allow)
             )

@@ -183,13 +183,17 @@ def screen(raw: bytes) -> bytes:
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
-def _screened(app: ASGIApp) -> ASGIApp:
-    """``app`` behind ``screen``: a POST's whole body (the host limits its size) is read, screened
-    and handed on in its place."""
+class _Screened:
+    """An ASGI app behind ``screen``: a POST's whole body (the host limits its size) is read,
+    screened and handed on in its place. An object, not a function, so that a router mounts it
+    as an app rather than calling it as a request handler."""
 
-    async def screened(scope: Any, receive: Any, send: Any) -> None:
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope.get("method") != "POST":
-            await app(scope, receive, send)
+            await self.app(scope, receive, send)
             return
         chunks = []
         while True:
@@ -211,9 +215,7 @@ def _screened(app: ASGIApp) -> ASGIApp:
             delivered = True
             return {"type": "http.request", "body": body, "more_body": False}
 
-        await app({**scope, "headers": headers}, replay, send)
-
-    return screened
+        await self.app({**scope, "headers": headers}, replay, send)
 
 
 class _ScreenedLines:
@@ -452,7 +454,7 @@ def mcp_app(host: Host, *, security: TransportSecuritySettings | None = None) ->
         json_response=True,
         security_settings=security,
     )
-    return McpEndpoint(_screened(StreamableHTTPASGIApp(manager)), manager.run)
+    return McpEndpoint(_Screened(StreamableHTTPASGIApp(manager)), manager.run)
 
 
 async def serve_stdio(host: Host, notebook_id: str, agent_token: str) -> None:
