@@ -10,9 +10,7 @@ generated inputs to every tool and every route; every rejection is typed.
   escaped lone surrogates, nesting 100,000 deep, bodies of several MiB, other content types)
   and random path parameters. No 5xx; every 4xx is ``{"error": {"code", "message"}}`` with the
   status the code table gives it.
-* **schemathesis** against ``/openapi.json`` as an owner and as an agent (examples, coverage
-  and fuzzing phases; server errors, status codes, content types and response schemas
-  checked).
+* (schemathesis against ``/openapi.json`` has its own suite: ``published_schemas.py``.)
 * **MCP, raw**: generated JSON-RPC messages and ``tools/call`` arguments posted to ``/mcp``:
   no 5xx, and a tool's error is a result with ``isError`` and a typed code.
 * **Size limit**: a body declared or streamed over 1 MiB is refused before it is read: the
@@ -33,8 +31,6 @@ import contextlib
 import json
 import random
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -267,55 +263,6 @@ def http_raw(server: Server, world: dict[str, Any], examples: int, tally: Tally)
     check()
 
 
-def schemathesis(
-    server: Server, world: dict[str, Any], examples: int, directory: Path
-) -> dict[str, Any]:
-    """schemathesis as the owner and as the agent; its own counts and failures."""
-    results: dict[str, Any] = {"test_cases": 0, "failures": 0, "output": []}
-    for who in ("owner", "agent"):
-        report_path = directory / f"schemathesis-{who}.xml"
-        done = subprocess.run(
-            [
-                str(Path(sys.executable).parent / "schemathesis"),
-                "run",
-                f"{server.url}/openapi.json",
-                "-H",
-                f"Authorization: Bearer {world[who]}",
-                "-n",
-                str(examples),
-                "--phases",
-                "examples,coverage,fuzzing",
-                "--seed",
-                "1",
-                "--workers",
-                "2",
-                "--exclude-path",
-                "/v1/notebooks/{notebook_id}/events",
-                "-c",
-                "not_a_server_error,status_code_conformance,content_type_conformance,"
-                "response_schema_conformance",
-                "--report",
-                "junit",
-                "--report-junit-path",
-                str(report_path),
-                "--no-color",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=3600,
-        )
-        summary = [line for line in done.stdout.splitlines() if "generated" in line.lower()]
-        results["output"] += summary[-3:]
-        for line in summary:
-            numbers = [int(word) for word in line.replace(",", " ").split() if word.isdigit()]
-            if numbers:
-                results["test_cases"] += numbers[0]
-        if done.returncode != 0:
-            results["failures"] += 1
-            results["output"].append(done.stdout[-3000:])
-    return results
-
-
 def mcp_raw(server: Server, world: dict[str, Any], examples: int, tally: Tally) -> None:
     client = httpx.Client(timeout=60)
     headers = {
@@ -450,11 +397,9 @@ def run(
     examples: int,
     seed: int,
     *,
-    schemathesis_examples: int,
     server: Server | None = None,
 ) -> dict[str, Any]:
-    """Everything above; on ``server`` if given (else a new ``oh serve``), schemathesis
-    skipped when ``schemathesis_examples`` is 0."""
+    """Everything above, on ``server`` if given (else a new ``oh serve``)."""
     random.seed(seed)
     tools = tools_in_process(directory, examples)
     tally = Tally()
@@ -466,9 +411,6 @@ def run(
         http_raw(server, world, examples, tally)
         mcp_raw(server, world, max(50, examples // 4), tally)
         limits = size_limit(server, world)
-        fuzzed: dict[str, Any] = {"test_cases": 0, "failures": 0, "output": []}
-        if schemathesis_examples:
-            fuzzed = schemathesis(server, world, schemathesis_examples, directory)
         alive = httpx.get(f"{server.url}/healthz", timeout=10).status_code == 200
         log = server.output()[logged_before:]
     caught = log.count("unexpected error") + log.count("failed unexpectedly")
@@ -478,7 +420,6 @@ def run(
         five_hundreds == 0
         and untyped == 0
         and tools["changed_state"] == 0
-        and fuzzed["failures"] == 0
         and limits["refused_before_read"] == limits["checked"]
         and caught == 0
         and alive
@@ -491,15 +432,13 @@ def run(
         "statuses": dict(sorted(tally.statuses.items())),
         "server_errors": len(tally.server_errors),
         "untyped_rejections": untyped,
-        "schemathesis": fuzzed,
         "size_limit": limits,
         "caught_by_the_catch_all": caught,
         "server_alive_after": alive,
         "examples": (tally.server_errors + tally.untyped)[:10],
         "figure": (
             f"500s: {five_hundreds}; untyped: {untyped} of"
-            f" {tally.requests + tools['calls']} inputs (+ schemathesis"
-            f" {fuzzed['test_cases']}); over 1 MiB refused before reading:"
+            f" {tally.requests + tools['calls']} inputs; over 1 MiB refused before reading:"
             f" {limits['refused_before_read']}/{limits['checked']}"
         ),
         "ok": ok,
@@ -509,12 +448,11 @@ def run(
 def main() -> int:
     parser = common_arguments(__doc__)
     parser.add_argument("--examples", type=int, default=20_000)
-    parser.add_argument("--schemathesis-examples", type=int, default=100)
     parser.add_argument("--keep", type=Path, default=None)
     args = parser.parse_args()
     seed = seed_of(args.seed)
     with scratch("oh-malformed-", args.keep) as tmp:
-        summary = run(tmp, args.examples, seed, schemathesis_examples=args.schemathesis_examples)
+        summary = run(tmp, args.examples, seed)
     return report(summary, args.json)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
 from harness import STRESS, Server, common_arguments, report, scratch, seed_of
 
 ROLES = {
@@ -76,7 +77,7 @@ def _failures(junit: Path) -> list[str]:
     if not junit.exists():
         return ["no report was written"]
     found = []
-    for case in ET.parse(junit).getroot().iter("testcase"):  # noqa: S314 - our own report
+    for case in ET.parse(junit).getroot().iter("testcase"):
         for failure in (*case.findall("failure"), *case.findall("error")):
             text = (failure.get("message") or failure.text or "").strip()
             found.append(f"{case.get('name')}: {text[:600]}")
@@ -179,7 +180,8 @@ def run(
         "failures": failures,
         "caught_by_the_catch_all": caught,
         "server_alive_after": alive,
-        "figure": f"failures: {len(failures)} of {cases} cases (positive and negative, owner and agent)",
+        "figure": f"failures: {len(failures)} of {cases} cases (positive and negative,"
+        " owner and agent)",
         "ok": not failures and caught == 0 and alive and all(r["cases"] for r in runs.values()),
     }
 

@@ -79,7 +79,7 @@ def map_case(context: Any, case: Any) -> Any:
     if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
         return case
     path = case.operation.path
-    if "{notebook_id}" in path and "/tools/" in path or path.endswith("/bootstrap"):
+    if ("{notebook_id}" in path and "/tools/" in path) or path.endswith("/bootstrap"):
         case.path_parameters = {**(case.path_parameters or {}), "notebook_id": NOTEBOOK}
     body = case.body
     if not isinstance(body, dict):

@@ -218,9 +218,7 @@ def test_a_non_ascii_agent_token_is_unauthenticated(server: Any) -> None:
 def test_malformed_input_never_gets_a_500_and_every_rejection_is_typed(
     server: Any, tmp_path: Path
 ) -> None:
-    summary = stress("malformed_input").run(
-        tmp_path, 150, seed=1, schemathesis_examples=0, server=server
-    )
+    summary = stress("malformed_input").run(tmp_path, 150, seed=1, server=server)
     assert summary["tool_calls_in_process"]["problems"] == []
     assert summary["server_errors"] == 0
     assert summary["untyped_rejections"] == 0
@@ -228,6 +226,17 @@ def test_malformed_input_never_gets_a_500_and_every_rejection_is_typed(
     assert summary["server_alive_after"]
     limits = summary["size_limit"]
     assert limits["refused_before_read"] == limits["checked"], limits["by_route"]
+
+
+def test_schemathesis_with_every_check_finds_nothing_positive_or_negative_owner_or_agent(
+    tmp_path: Path,
+) -> None:
+    """The published schemas are the enforced schemas (stress/published_schemas.py, small)."""
+    summary = stress("published_schemas").run(tmp_path, 4, seed=1, phases="coverage,fuzzing")
+    assert summary["failures"] == []
+    assert all(summary["cases"].values()), summary["cases"]
+    assert summary["caught_by_the_catch_all"] == 0
+    assert summary["server_alive_after"]
 
 
 @pytest.mark.parametrize("chunked", [False, True])

@@ -207,7 +207,7 @@ def cmd_postgres(args: argparse.Namespace) -> int:
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
-    from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
+    from oh.schemas import ARGUMENTS, BODIES, RESULTS, TOOL_CONTRACT_VERSION
 
     print(
         json.dumps(
@@ -215,6 +215,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
                 "tool_contract_version": TOOL_CONTRACT_VERSION,
                 "arguments": ARGUMENTS,
                 "results": RESULTS,
+                "bodies": BODIES,
             },
             indent=2,
             sort_keys=True,
@@ -247,7 +248,10 @@ COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace], int]]] = {
         "print the SQL that creates the PostgreSQL roles: oh postgres roles",
         cmd_postgres,
     ),
-    "schemas": ("print the JSON Schemas of every tool's arguments and results", cmd_schemas),
+    "schemas": (
+        "print the JSON Schemas of every tool's arguments and results and of the owner's bodies",
+        cmd_schemas,
+    ),
     "purge": ("delete expired notebooks once, or on a schedule with --every", cmd_purge),
     "demo": ("walk through the reef-recovery example against a fresh embedded store", cmd_demo),
 }

@@ -28,7 +28,7 @@ from oh.core.changes import (
     parse_changes,
     parse_request_id,
 )
-from oh.core.identifiers import identifier_schema
+from oh.core.identifiers import IDENTIFIER_PATTERN, identifier_schema
 from oh.core.records import MAX_LINKS, MAX_TEXT, NAME_PATTERN
 from oh.core.reviewed import LOCATOR_KEYS, MAX_PASSAGE, MAX_REASON
 from oh.errors import InvalidArgument, TooManyChanges
@@ -506,11 +506,22 @@ def validate_arguments(tool: str, arguments: Any) -> None:
     check_schema(_VALIDATORS[tool], tool, arguments)
 
 
+# What a pattern means, for people: "must match pattern ^[^\u0000-...]*$" says nothing to them.
+_PATTERNS = {
+    IDENTIFIER_PATTERN: "must hold no control characters (U+0000-U+001F, U+007F-U+009F)",
+    SAYS_SOMETHING: "must hold more than white space",
+    NAME_PATTERN: "must be a record name <kind>:<slug>",
+}
+
+
 def check_schema(validator: Callable[[Any], Any], what: str, value: Any) -> None:
     try:
         validator(value)
     except fastjsonschema.JsonSchemaValueException as exc:
-        raise InvalidArgument(f"{what}: {exc.message}", path=str(exc.name)) from None
+        where = ".".join(str(part) for part in exc.path[1:]) or what
+        said = _PATTERNS.get(exc.rule_definition) if exc.rule == "pattern" else None
+        message = f"{where} {said}" if said else exc.message.replace(str(exc.name), where, 1)
+        raise InvalidArgument(f"{what}: {message}", path=str(exc.name)) from None
     except (RecursionError, TypeError, ValueError) as exc:
         raise InvalidArgument(f"{what}: arguments are not valid JSON values ({exc})") from None
 
