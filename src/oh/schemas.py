@@ -586,7 +586,13 @@ def _remember(arguments: Any) -> Remember:
 
 def _query(arguments: Any) -> Query:
     if type(arguments) is dict and type(arguments.get("question")) is str:
-        check_question(arguments["question"])  # unknown_question, not invalid_argument
+        question = arguments["question"]
+        needed = check_question(question)  # unknown_question, not invalid_argument
+        for key in _QUESTION_PARAMETERS:
+            if key in needed and key not in arguments and "cursor" not in arguments:
+                raise InvalidArgument(f"question {question} needs {key!r}")
+            if key not in needed and key in arguments:
+                raise InvalidArgument(f"question {question} takes no {key!r}")
     validate_arguments("query", arguments)
     params = {key: arguments[key] for key in _QUESTION_PARAMETERS if key in arguments}
     return Query(

@@ -24,7 +24,7 @@ from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
 from oh.core.notebook import Notebook, check_writable
 from oh.errors import InvalidArgument, NotFound, OhError, StorageUnavailable, TokenExpired
 from oh.profiles import Profiles, Schema
-from oh.query import TokenSigner, ask, check_question, describe
+from oh.query import TokenSigner, ask, describe
 from oh.schemas import Explain, Query, Read, Recall, Remember, parse_arguments
 from oh.storage.base import KnowledgeSource, MemoryStore
 from oh.view import Views
@@ -99,17 +99,17 @@ class Tools:
                 return self.bootstrap(caller)
             if tool not in TOOL_NAMES:
                 raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}")
-            parsed = parse_arguments(tool, arguments)
-            if type(parsed) is Remember:
-                return self.remember(caller, parsed)
-            if type(parsed) is Query:
-                return self.query(caller, parsed)
-            if type(parsed) is Read:
-                return self.read(caller, parsed)
-            if type(parsed) is Explain:
-                return self.explain(caller, parsed)
-            assert type(parsed) is Recall
-            return self.recall(caller, parsed)
+            match parse_arguments(tool, arguments):
+                case Remember() as parsed:
+                    return self.remember(caller, parsed)
+                case Query() as parsed:
+                    return self.query(caller, parsed)
+                case Read() as parsed:
+                    return self.read(caller, parsed)
+                case Explain() as parsed:
+                    return self.explain(caller, parsed)
+                case Recall() as parsed:
+                    return self.recall(caller, parsed)
         except OhError as exc:
             return exc.to_json()
         except (RecursionError, MemoryError) as exc:
@@ -162,7 +162,6 @@ class Tools:
 
     def query(self, caller: Caller, arguments: Query) -> dict[str, Any]:
         question = arguments.question
-        needed = check_question(question)
         notebook = self._open_notebook(caller)
         limit = arguments.limit
         now = self.clock()
@@ -179,11 +178,8 @@ class Tools:
             params = arguments.params
             if page.question != question or any(page.params.get(k) != v for k, v in params.items()):
                 raise InvalidArgument("a cursor continues the question it came from, unchanged")
-        else:
+        else:  # the parser saw to it that the question has exactly its parameters
             params = arguments.params
-            for key in needed:
-                if key not in params:
-                    raise InvalidArgument(f"question {question} needs {key!r}")
             page = self._ask(caller, notebook, question, params, now)
             offset = 0
         rows = page.rows[offset - page.offset : offset - page.offset + limit]
