@@ -390,14 +390,15 @@ class Host:
         notebook = body.get("notebook")
         if type(notebook) is str:
             self.notebook(owner, notebook)  # another owner's notebook is simply not found
-        proposal = self.review.propose(
+        proposed = self.review.submit(
             owner,
             source=body.get("source"),
             notebook=body.get("notebook"),
             name=body.get("name"),
             record=body.get("record"),
         )
-        return {"proposal_id": proposal.id}
+        # ``created`` is False when the same proposal was pending already (HTTP 200, not 201).
+        return {"proposal_id": proposed.proposal.id, "created": proposed.created}
 
     def decide(self, owner: str, proposal_id: str, body: Any) -> dict[str, Any]:
         if not isinstance(body, dict):
