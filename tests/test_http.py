@@ -242,6 +242,61 @@ def test_bad_input_is_typed_and_never_a_500(server: Server, ann: Client) -> None
     assert ann.get("/v1/knowledge?revision=99").json()["error"]["code"] == "not_found"
 
 
+def test_a_note_proposed_twice_while_pending_answers_the_pending_proposal(
+    server: Server, ann: Client
+) -> None:
+    opened = _open(ann, "twice-doc", "run-1")
+    notebook_id = opened["notebook"]["id"]
+    agent = httpx.Client(base_url=server.url, headers=auth(opened["agent_token"]), timeout=10)
+    agent.post(
+        f"/v1/notebooks/{notebook_id}/tools/remember",
+        json={
+            "based_on": 0,
+            "request_id": "r-1",
+            "changes": [{"op": "add", "record": {"name": "lead:twice", "text": "methods gone"}}],
+        },
+    )
+    note = {"notebook": notebook_id, "name": "lead:twice", "source": SOURCE}
+    first = ann.post("/v1/knowledge/proposals", json=note)
+    again = ann.post("/v1/knowledge/proposals", json=note)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["proposal_id"] == first.json()["proposal_id"]
+    other = ann.post(
+        "/v1/knowledge/proposals", json={**note, "source": {**SOURCE, "locator": "p. 9"}}
+    )
+    assert (other.status_code, other.json()["error"]["code"]) == (409, "already_exists")
+    assert other.json()["error"]["proposal_id"] == first.json()["proposal_id"]
+
+
+def test_accepting_a_record_with_empty_text_is_invalid_and_changes_nothing(
+    server: Server, ann: Client
+) -> None:
+    blank = ann.post(
+        "/v1/knowledge/proposals",
+        json={"record": {"name": "finding:blank", "text": "  "}, "source": SOURCE},
+    )
+    assert (blank.status_code, blank.json()["error"]["code"]) == (400, "invalid_argument")
+    made = ann.post(
+        "/v1/knowledge/proposals",
+        json={"record": {"name": "finding:cleared", "text": "ten years"}, "source": SOURCE},
+    )
+    decision = f"/v1/knowledge/proposals/{made.json()['proposal_id']}/decision"
+    before = ann.get("/v1/knowledge").json()["latest"]
+    for text in ("", " \n "):
+        cleared = ann.post(
+            decision,
+            json={
+                "decision": "accept",
+                "reason": "cleared it",
+                "record": {"name": "finding:cleared", "text": text},
+            },
+        )
+        assert (cleared.status_code, cleared.json()["error"]["code"]) == (400, "invalid_argument")
+    assert ann.get("/v1/knowledge").json()["latest"] == before
+    accepted = ann.post(decision, json={"decision": "accept", "reason": "as proposed"})
+    assert accepted.json()["revision"] == before + 1
+
+
 def test_operations_routes(server: Server, ann: Client) -> None:
     assert httpx.get(f"{server.url}/healthz").json()["status"] == "ok"
     spec = httpx.get(f"{server.url}/openapi.json").json()

@@ -21,13 +21,16 @@ import libsql
 import pytest
 import rfc8785
 
+from oh.config import Locations
 from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.changes import Add, parse_changes
 from oh.core.clock import utc_text
 from oh.core.records import MAX_FIELDS_BYTES, Record
 from oh.core.reviewed import revision_hash
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument, NotFound, OhError
+from oh.host import open_host
 from oh.knowledge import Knowledge
+from oh.notebooks import Notebooks
 from oh.profiles import (
     PACK_FORMAT,
     SHIPPED_PACKS,
@@ -50,6 +53,7 @@ from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import T0, FakeClock
+from oh.testing.memory_store import add, write
 from oh.verify import verify_knowledge
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -901,6 +905,117 @@ def test_reviewed_records_that_would_not_fit_make_an_install_need_force(
     assert profiles.install("ann", reef(), force=True).installed.revision == 3
 
 
+@dataclass
+class Pending:
+    """An owner's work in progress before an install: notes in an open notebook (and in a
+    forgotten one, and another owner's), and pending proposals."""
+
+    memory: LibsqlMemoryStore
+    knowledge: Knowledge
+    notebook: str
+    proposals: dict[str, str]  # name -> proposal id
+
+
+@pytest.fixture
+def pending(tmp_path: Path, store: LibsqlKnowledgeStore) -> Iterator[Pending]:
+    clock = FakeClock()
+    memory = LibsqlMemoryStore(tmp_path / "memory.db")
+    notebooks = Notebooks(memory, clock=clock, knowledge=store)
+    knowledge = Knowledge(store, memory, clock=clock, profiles=Profiles(store, clock=clock))
+    notebook = notebooks.open("ann", "reef.pdf", "run-1")
+    write(
+        memory,
+        notebook.id,
+        0,
+        "r-1",
+        add("lead:survey", "methods section missing"),
+        add("site:lizard", "Lizard Island", fields={"depth": 6}),
+        add("site:heron", "Heron", fields={"site_name": "Heron Island"}),
+        now=clock(),
+    )
+    gone = notebooks.open("ann", "reef.pdf", "run-0")
+    write(memory, gone.id, 0, "r-1", add("lead:forgotten", "gone"), now=clock())
+    notebooks.forget(gone.id, "ann")
+    bobs = notebooks.open("bob", "reef.pdf", "run-1")
+    write(memory, bobs.id, 0, "r-1", add("lead:bobs", "bob's"), now=clock())
+    proposals = {
+        name: knowledge.propose("ann", source=SOURCE, record=value).id
+        for name, value in (
+            ("lead:guess", {"name": "lead:guess", "text": "maybe revised"}),
+            ("site:orpheus", {"name": "site:orpheus", "text": "Orpheus", "fields": {"depth": 4}}),
+            ("site:one-tree", {"name": "site:one-tree", "text": "t", "fields": {"site_name": "x"}}),
+        )
+    }
+    knowledge.propose("bob", source=SOURCE, record={"name": "lead:bob", "text": "bob's"})
+    yield Pending(memory, knowledge, notebook.id, proposals)
+    memory.close()
+
+
+def test_preview_lists_the_pending_proposals_and_notes_the_install_would_leave_unreviewable(
+    profiles: Profiles, store: LibsqlKnowledgeStore, pending: Pending
+) -> None:
+    preview = profiles.preview("ann", reef(), memory=pending.memory)
+    stranded = {(item.where, item.name): item.reason for item in preview.proposals_invalid}
+    assert set(stranded) == {
+        (pending.proposals["lead:guess"], "lead:guess"),
+        (pending.proposals["site:orpheus"], "site:orpheus"),
+    }
+    assert stranded[(pending.proposals["lead:guess"], "lead:guess")].endswith("(rule profile.kind)")
+    assert stranded[(pending.proposals["site:orpheus"], "site:orpheus")].endswith(
+        "(rule kind.required)"
+    )
+    unproposable = {(item.where, item.name) for item in preview.notes_invalid}
+    assert unproposable == {(pending.notebook, "lead:survey"), (pending.notebook, "site:lizard")}
+    body = json.loads(json.dumps(preview.to_json()))
+    assert (body["proposals_invalid_count"], body["notes_invalid_count"]) == (2, 2)
+    assert {item["proposal_id"] for item in body["proposals_invalid"]} == {
+        pending.proposals["lead:guess"],
+        pending.proposals["site:orpheus"],
+    }
+    assert {item["notebook"] for item in body["notes_invalid"]} == {pending.notebook}
+    # They are not knowledge yet, so they warn and do not stop the install.
+    assert (preview.needs_force, preview.can_install) == (False, True)
+    assert store.latest_revision("ann") == 0 and profiles.installed("ann") == []
+    without_notes = profiles.preview("ann", reef())
+    assert without_notes.notes_invalid == () and len(without_notes.proposals_invalid) == 2
+    result = profiles.install("ann", reef(), memory=pending.memory)
+    assert result.changed and result.preview.proposals_invalid == preview.proposals_invalid
+    assert result.preview.notes_invalid == preview.notes_invalid
+    # What was unreviewable before an install is not the install's doing: not listed again.
+    after = profiles.preview("ann", shipped_pack("language"), memory=pending.memory)
+    assert (after.proposals_invalid, after.notes_invalid) == ((), ())
+
+
+def test_after_an_install_a_stranded_proposal_can_be_rejected_or_accepted_with_edits_that_fit(
+    profiles: Profiles, store: LibsqlKnowledgeStore, pending: Pending
+) -> None:
+    profiles.install("ann", reef(), memory=pending.memory)
+    review = pending.knowledge
+    orpheus = pending.proposals["site:orpheus"]
+    assert (
+        refusal(
+            lambda: review.decide("ann", orpheus, decision="accept", reason="as proposed")
+        ).details["rule"]
+        == "kind.required"
+    )
+    fitted = {
+        "name": "site:orpheus",
+        "text": "Orpheus",
+        "fields": {"site_name": "Orpheus Island", "depth": {"value": "4", "unit": "m"}},
+    }
+    decided = review.decide("ann", orpheus, decision="accept", reason="named", record=fitted)
+    assert decided.record is not None and decided.record.decision.decision == "accept_with_edits"
+    guess = pending.proposals["lead:guess"]
+    assert (
+        refusal(
+            lambda: review.decide("ann", guess, decision="accept", reason="as proposed")
+        ).details["rule"]
+        == "profile.kind"
+    )
+    assert review.decide("ann", guess, decision="reject", reason="no lead kind").record is None
+    assert store.proposal(pending.proposals["site:one-tree"]).state == "pending"
+
+
 def test_installed_profiles_are_per_owner(profiles: Profiles) -> None:
     profiles.install("ann", reef())
     assert profiles.installed("bob") == []
@@ -1109,6 +1224,38 @@ def test_oh_profile_preview_exits_1_and_install_refuses_when_force_is_needed(
         "--json",
     )
     assert json.loads(out)["revision"] == 2
+
+
+def test_oh_profile_preview_and_install_name_the_proposals_and_notes_left_unreviewable(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    host = open_host(Locations(tmp_path), clock=FakeClock())
+    try:
+        host.register_document("ann", "reef.pdf")
+        notebook, _ = host.open_notebook("ann", "reef.pdf", "run-1")
+        write(host.memory, notebook.id, 0, "r-1", add("lead:survey", "methods missing"))
+        guess = host.review.propose(
+            "ann", source=SOURCE, record={"name": "lead:guess", "text": "maybe revised"}
+        )
+    finally:
+        for opened in (host.memory, host.knowledge, host.registry):
+            opened.close()
+    data = str(tmp_path)
+    status, out = oh(capsys, "profile", "preview", "research", "--owner", "ann", "--data", data)
+    assert status == 0 and "verdict: can be installed" in out
+    assert "pending proposals that could no longer be accepted as proposed: 1" in out
+    assert f"  {guess.id} lead:guess: lead:guess: reviewed records use the kinds" in out
+    assert "current notes that could no longer be proposed for review: 1" in out
+    assert f"  {notebook.id} lead:survey: lead:survey: reviewed records use the kinds" in out
+    status, out = oh(
+        capsys, "profile", "preview", "research", "--owner", "ann", "--data", data, "--json"
+    )
+    body = json.loads(out)
+    assert [item["proposal_id"] for item in body["proposals_invalid"]] == [guess.id]
+    assert [item["notebook"] for item in body["notes_invalid"]] == [notebook.id]
+    status, out = oh(capsys, "profile", "install", "research", "--owner", "ann", "--data", data)
+    assert status == 0 and out.startswith("installed research 1.0.0 for ann at revision 1\n")
+    assert f"  {guess.id} lead:guess:" in out and f"  {notebook.id} lead:survey:" in out
 
 
 def test_oh_profile_reports_a_damaged_pack_file_as_a_typed_error(

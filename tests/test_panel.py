@@ -33,9 +33,13 @@ from fastapi.testclient import TestClient
 
 import oh.http
 from oh.config import Locations
+from oh.core.clock import Clock, system_clock
 from oh.host import Host, HostSettings, open_host
 from oh.http import create_app
 from oh.panel import SESSION_COOKIE, owner_from_request, panel_router
+from oh.profiles import shipped_pack
+from oh.testing.knowledge import SOURCE
+from oh.testing.lifecycle import FakeClock
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -96,9 +100,11 @@ def _replace(name: str, text: str, **links: list[str]) -> dict[str, Any]:
 class World:
     """One host, its app, and the owners alice and bob, reachable at ``url``."""
 
-    def __init__(self, data: Path, url: str = "http://testserver") -> None:
+    def __init__(
+        self, data: Path, url: str = "http://testserver", clock: Clock = system_clock
+    ) -> None:
         self.url = url
-        self.host = open_host(Locations(data), settings=HostSettings(public_url=url))
+        self.host = open_host(Locations(data), settings=HostSettings(public_url=url), clock=clock)
         self.app = _app(self.host)
         self.tokens = {name: self.host.create_owner_token(name) for name in ("alice", "bob")}
 
@@ -398,6 +404,84 @@ def test_a_proposal_from_the_panel_carries_the_cited_passage(world: World) -> No
     assert proposal.note is not None and proposal.note["notebook"] == opened.id
     assert f"proposed={proposal.id}" in answer.headers["location"]
     assert answer.headers["location"].endswith("#record-lead:reef-survey-2016")
+
+
+def _article(html: str, anchor: str) -> str:
+    """The markup of the ``<article>`` whose id is ``anchor``."""
+    start = html.index(f'id="{anchor}"')
+    return html[start : html.index("</article>", start)]
+
+
+def _research_world(tmp_path: Path) -> tuple[World, Opened, TestClient]:
+    """alice with the Research profile installed and a notebook of notes; signed in."""
+    world = World(tmp_path, clock=FakeClock())
+    world.host.profiles.install("alice", shipped_pack("research"))
+    opened = world.open(world.owner("alice", _client(world)), "reef.pdf", "run-1", _client(world))
+    statement = {"statement": "Bleaching starts near 1 °C above the summer mean"}
+    opened.remember(
+        *(
+            {"op": "add", "record": {"name": name, "text": text, "fields": statement}}
+            for name, text in (
+                ("finding:ready", "bleaching near 1 °C"),
+                ("finding:blank", ""),
+                ("finding:taken", "proposed elsewhere"),
+                ("finding:mine", "proposed from here"),
+            )
+        ),
+        _add("lead:guess", "maybe the 2014 dataset was revised"),
+    )
+    world.host.review.propose(
+        "alice",
+        source=SOURCE,
+        record={"name": "finding:taken", "text": "a new record", "fields": statement},
+    )
+    world.host.review.propose("alice", source=SOURCE, notebook=opened.id, name="finding:mine")
+    return world, opened, _sign_in(_client(world), world.tokens["alice"])
+
+
+def test_propose_for_review_is_offered_only_for_notes_that_could_be_proposed_now(
+    tmp_path: Path,
+) -> None:
+    world, opened, client = _research_world(tmp_path)
+    page = client.get(f"/panel/notebooks/{opened.id}").text
+    ready = _article(page, "record-finding:ready")
+    assert 'id="record-finding:ready-propose"' in ready
+    assert "propose-blocked" not in ready
+    for name, why in (
+        ("lead:guess", "reviewed records use the kinds of the installed profiles"),
+        ("finding:blank", "reviewed knowledge needs text"),
+        ("finding:taken", "another proposal for finding:taken waits for review"),
+    ):
+        article = _article(page, f"record-{name}")
+        assert f'id="record-{name}-propose"' not in article, name
+        assert "Propose for review" not in article, name
+        assert 'class="propose-blocked"' in article and why in article, (name, article)
+    mine = _article(page, "record-finding:mine")
+    assert "Propose for review" not in mine
+    assert "Proposed for review: <strong>pending</strong>" in mine
+    assert len(world.host.review.store.proposals("alice")) == 2
+
+
+def test_a_pending_proposal_a_pack_made_unacceptable_offers_only_reject(tmp_path: Path) -> None:
+    world = World(tmp_path, clock=FakeClock())
+    guess = world.host.review.propose(
+        "alice", source=SOURCE, record={"name": "lead:guess", "text": "maybe revised"}
+    )
+    world.host.profiles.install("alice", shipped_pack("research"))
+    client = _sign_in(_client(world), world.tokens["alice"])
+    page = client.get("/panel/review").text
+    article = _article(page, f"proposal-{guess.id}")
+    assert "Cannot be accepted as proposed" in article and "(rule profile.kind)" in article
+    assert 'value="accept"' not in article and 'name="text"' not in article
+    assert 'value="reject"' in article
+    csrf = CSRF.search(page)
+    assert csrf is not None
+    answer = client.post(
+        f"/panel/review/{guess.id}/decision",
+        data={"csrf": csrf.group(1), "decision": "reject", "reason": "no lead kind now"},
+    )
+    assert answer.status_code == 303
+    assert world.host.review.store.proposal(guess.id).state == "rejected"
 
 
 # -- in a real browser -----------------------------------------------------------------------
@@ -806,3 +890,208 @@ def test_another_owner_in_the_browser_gets_not_found(served: World, pages: Any) 
     page.wait_for_url(re.compile(r"/panel/login"))
     answer = page.goto(f"{served.url}/panel/review")
     assert "/panel/login" in page.url
+
+
+# -- review in the browser, as its own owner (alice's counts above stay as they are) ----------
+
+
+def _carol(world: World, document: str, run: str) -> tuple[Opened, httpx.Client]:
+    """A notebook of carol's (an owner only these tests use) and carol's API client."""
+    if "carol" not in world.tokens:
+        world.tokens["carol"] = world.host.create_owner_token("carol")
+    owner = world.owner("carol")
+    return world.open(owner, document, run, httpx.Client(base_url=world.url, timeout=10)), owner
+
+
+def _propose(owner: httpx.Client, notebook: str, name: str) -> str:
+    answer = owner.post(
+        "/v1/knowledge/proposals", json={"notebook": notebook, "name": name, "source": SOURCE}
+    )
+    assert answer.status_code == 201, answer.text
+    return str(answer.json()["proposal_id"])
+
+
+def test_accepting_with_the_text_box_cleared_is_refused_and_changes_nothing(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened, owner = _carol(served, "cleared.pdf", "cleared")
+    opened.remember(_add("finding:cleared", "recovery took ten years"))
+    proposal_id = _propose(owner, opened.id, "finding:cleared")
+    revision = served.host.review.store.latest_revision("carol")
+    page = pages.new()
+    _login(page, served, "carol", "/panel/review")
+    for cleared in ("", "   \n "):
+        article = page.locator(f'[id="proposal-{proposal_id}"]')
+        article.get_by_label("Text to accept (edit it to accept with edits)").fill(cleared)
+        article.get_by_label("Reason for your decision").fill("cleared by mistake")
+        with page.expect_navigation():
+            article.get_by_role("button", name="Accept").click()
+        expect(page.locator("code.code")).to_have_text("invalid_argument")
+        expect(page.locator("section.error")).to_contain_text("reviewed knowledge needs text")
+        assert served.host.review.store.proposal(proposal_id).state == "pending"
+        assert served.host.review.store.latest_revision("carol") == revision
+        page.goto(f"{served.url}/panel/review")
+
+
+def test_the_decided_list_shows_the_accepted_text_and_what_an_edit_changed(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened, owner = _carol(served, "decided.pdf", "decided")
+    opened.remember(
+        _add("finding:as-is", "recovery took ten years"),
+        _add("finding:edited", "bleaching near 1 °C"),
+        _add("lead:rejected", "maybe the series was revised"),
+    )
+    ids = {
+        name: _propose(owner, opened.id, name)
+        for name in ("finding:as-is", "finding:edited", "lead:rejected")
+    }
+    page = pages.new()
+    _login(page, served, "carol", "/panel/review")
+
+    def decide(name: str, button: str, text: str | None = None) -> None:
+        article = page.locator(f'[id="proposal-{ids[name]}"]')
+        if text is not None:
+            article.get_by_label("Text to accept (edit it to accept with edits)").fill(text)
+        article.get_by_label("Reason for your decision").fill(f"{button} {name}")
+        with page.expect_navigation():
+            article.get_by_role("button", name=button).click()
+
+    decide("finding:as-is", "Accept")
+    decide("finding:edited", "Accept", "Bleaching starts near 1 °C above the summer mean.")
+    decide("lead:rejected", "Reject")
+
+    def decided(name: str) -> Any:
+        return page.locator(f'#decided [id="proposal-{ids[name]}"]')
+
+    as_is = decided("finding:as-is")
+    expect(as_is.locator(".accepted-record .text")).to_have_text("recovery took ten years")
+    expect(as_is.locator(".decision")).to_contain_text("Accepted by carol")
+    expect(as_is.locator(".decision")).to_contain_text("Reason: Accept finding:as-is")
+    expect(as_is.locator(".edits")).to_have_count(0)
+
+    edited = decided("finding:edited")
+    expect(edited.locator(".accepted-record .text")).to_have_text(
+        "Bleaching starts near 1 °C above the summer mean."
+    )
+    expect(edited.locator(".decision")).to_contain_text("Accepted with edits by carol")
+    change = edited.locator("dl.edits")
+    expect(change.locator("dt")).to_have_text(["text"])
+    expect(change.locator(".was .text")).to_have_text("bleaching near 1 °C")
+    expect(change.locator(".now .text")).to_have_text(
+        "Bleaching starts near 1 °C above the summer mean."
+    )
+
+    rejected = decided("lead:rejected")
+    expect(rejected.locator(".proposed-record .text")).to_have_text("maybe the series was revised")
+    expect(rejected.locator(".decision")).to_contain_text("Rejected by carol")
+    expect(rejected.locator(".accepted-record")).to_have_count(0)
+
+
+# The contrast of an element's text against what is behind it, as WCAG 2 defines it: the text
+# colour and every background from the element out to the first opaque one (or the canvas)
+# composited by their alpha, then (L1 + 0.05) / (L2 + 0.05) of the relative luminances.
+CONTRAST = """
+() => {
+  const parse = (text) => {
+    const found = text.match(/rgba?\\(([^)]+)\\)/);
+    if (!found) throw new Error("unexpected colour " + text);
+    const parts = found[1].split(/[\\s,\\/]+/).filter(Boolean).map(Number);
+    return [parts[0], parts[1], parts[2], parts.length > 3 ? parts[3] : 1];
+  };
+  const over = (top, bottom) => {
+    const alpha = top[3] + bottom[3] * (1 - top[3]);
+    const mix = (i) => (top[i] * top[3] + bottom[i] * bottom[3] * (1 - top[3])) / alpha;
+    return [mix(0), mix(1), mix(2), alpha];
+  };
+  const probe = document.createElement("div");
+  probe.style.backgroundColor = "Canvas";
+  document.body.append(probe);
+  const canvas = parse(getComputedStyle(probe).backgroundColor);
+  probe.remove();
+  const behind = (element) => {
+    const layers = [];
+    for (let at = element; at; at = at.parentElement) {
+      const colour = parse(getComputedStyle(at).backgroundColor);
+      if (colour[3] > 0) layers.push(colour);
+      if (colour[3] >= 1) break;
+    }
+    return layers.reverse().reduce((below, layer) => over(layer, below), canvas);
+  };
+  const luminance = (rgb) => {
+    const channel = (value) => {
+      const c = value / 255;
+      return c <= 0.03928 ? c / 12.92 : Math.pow((c + 0.055) / 1.055, 2.4);
+    };
+    return 0.2126 * channel(rgb[0]) + 0.7152 * channel(rgb[1]) + 0.0722 * channel(rgb[2]);
+  };
+  const shown = (element) => {
+    const box = element.getBoundingClientRect();
+    const style = getComputedStyle(element);
+    return box.width > 0 && box.height > 0 && box.right > 0 && box.bottom > 0
+      && style.visibility === "visible" && element.textContent.trim() !== "";
+  };
+  return [...document.querySelectorAll("a, button")].filter(shown).map((element) => {
+    const background = behind(element);
+    const text = over(parse(getComputedStyle(element).color), background);
+    const [light, dark] = [luminance(text), luminance(background)].sort((a, b) => b - a);
+    return {
+      text: element.textContent.trim().slice(0, 40),
+      ratio: Math.round(((light + 0.05) / (dark + 0.05)) * 100) / 100,
+      colour: getComputedStyle(element).color,
+      background: "rgb(" + background.slice(0, 3).map(Math.round).join(", ") + ")",
+    };
+  });
+}
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
+    served: World, pages: Any, scheme: str
+) -> None:
+    """4.5:1 for every visible button and link, filled or outlined, on the login page, the
+    Memory panel (notes, a conflict, reviewed knowledge, a notice), the forget confirmation
+    and the review page (pending and decided proposals)."""
+    opened, owner = _carol(served, f"contrast-{scheme}.pdf", f"contrast-{scheme}")
+    reviewed, pending = f"finding:reviewed-{scheme}", f"lead:pending-{scheme}"
+    opened.remember(_add(reviewed, "reviewed text"), _add(pending, "to decide"))
+    served.host.review.decide(
+        "carol", _propose(owner, opened.id, reviewed), decision="accept", reason="checked"
+    )
+    proposed = _propose(owner, opened.id, pending)
+    pinned, _ = _carol(served, f"contrast-{scheme}.pdf", f"contrast-{scheme}-pinned")
+    pinned.remember(  # a conflict (its own background), links, and a note to propose
+        _add(reviewed, "disagrees", supports=[pending]),
+        _add(pending, "a link target", contradicts=[reviewed]),
+        _add(f"lead:other-{scheme}", "can be proposed"),
+    )
+    page = pages.new()
+    page.emulate_media(color_scheme=scheme)
+    page.goto(f"{served.url}/panel/login")
+    measured = {"login": page.evaluate(CONTRAST)}
+    _login(page, served, "carol", f"/panel/notebooks/{pinned.id}")
+    panel = f"{served.url}/panel/notebooks/{pinned.id}"
+    for name, url in (
+        ("panel", f"{panel}?proposed={proposed}"),
+        ("forget", f"{panel}/forget"),
+        ("review", f"{served.url}/panel/review"),
+    ):
+        page.goto(url)
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        measured[name] = page.evaluate(CONTRAST)
+    assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
+    for name, expected in (("panel", {"Forget now", "Propose for review", "Log out"}),):
+        assert expected <= {item["text"] for item in measured[name]}, measured[name]
+    assert {"Accept", "Reject", "Show"} <= {item["text"] for item in measured["review"]}
+    failing = [
+        {"page": name, **item}
+        for name, items in measured.items()
+        for item in items
+        if item["ratio"] < 4.5
+    ]
+    assert failing == [], failing

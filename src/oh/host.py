@@ -387,14 +387,15 @@ class Host:
         if notebook is not None:
             # another owner's notebook is simply not found
             self.notebook(owner, check_identifier(notebook, "notebook"))
-        proposal = self.review.propose(
+        proposed = self.review.submit(
             owner,
             source=body.get("source"),
             notebook=body.get("notebook"),
             name=body.get("name"),
             record=body.get("record"),
         )
-        return {"proposal_id": proposal.id}
+        # ``created`` is False when the same proposal was pending already (HTTP 200, not 201).
+        return {"proposal_id": proposed.proposal.id, "created": proposed.created}
 
     def decide(self, owner: str, proposal_id: str, body: Any) -> dict[str, Any]:
         check_identifier(proposal_id, "proposal_id")

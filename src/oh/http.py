@@ -177,6 +177,13 @@ def _errors(*statuses: int, body: bool = False) -> dict[int | str, dict[str, Any
     return out
 
 
+PROPOSED_BODY: dict[str, Any] = {
+    "type": "object",
+    "properties": {"proposal_id": {"type": "string"}, "created": {"type": "boolean"}},
+    "required": ["proposal_id"],
+}
+
+
 def _body_doc(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, **_json(schema)}}
 
@@ -575,14 +582,12 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         tags=["knowledge"],
         openapi_extra=_body_doc(BODIES["proposal"]),
         responses={
-            201: _json(
-                {
-                    "type": "object",
-                    "properties": {"proposal_id": {"type": "string"}},
-                    "required": ["proposal_id"],
-                }
-            ),
-            **_errors(401, 403, 404, 500, body=True),
+            201: {"description": "a new pending proposal", **_json(PROPOSED_BODY)},
+            200: {
+                "description": "the same proposal was pending already; nothing new was stored",
+                **_json(PROPOSED_BODY),
+            },
+            **_errors(401, 403, 404, 409, 500, body=True),
         },
     )
     async def propose(request: Request) -> Response:
@@ -590,7 +595,8 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
             owner = await blocking(owner_of, request)
             body = await _body(request)
             validate_body("proposal", body)
-            return JSONResponse(await blocking(host.propose, owner, body), status_code=201)
+            made = await blocking(host.propose, owner, body)
+            return JSONResponse(made, status_code=201 if made["created"] else 200)
 
         return await run(go)
 

@@ -4,23 +4,29 @@ The owner proposes a working note (by notebook and name) or a new record, citing
 proposal keeps a copy of the content as it was, so it survives the notebook's purge. The owner
 then accepts (optionally with edits) or rejects it, with a reason; who and when are stamped.
 An accepted proposal becomes a reviewed record at a new revision of the owner's knowledge base.
+
+What can be reviewed knowledge is checked the same way when proposing and when accepting:
+non-empty text, and the kinds and fields of the installed profiles. One name has at most one
+pending proposal: proposing the same content with the same source and origin again answers
+the pending proposal; anything else for that name is ``already_exists`` until it is decided.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
 from oh.core.records import Record, check_name
-from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Source
-from oh.errors import Forbidden, InvalidArgument, NotFound
+from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Source, check_reviewable
+from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
 from oh.profiles import Profiles
 from oh.storage.base import KnowledgeStore, MemoryStore
 
-__all__ = ["Decided", "Knowledge", "new_proposal_id"]
+__all__ = ["Decided", "Knowledge", "Proposed", "new_proposal_id"]
 
 
 def new_proposal_id() -> str:
@@ -39,6 +45,21 @@ class Decided:
             body["name"] = self.record.name
             body["digest"] = self.record.digest
         return body
+
+
+@dataclass(frozen=True, slots=True)
+class Proposed:
+    """What proposing answered: the pending proposal, and whether this call made it (False
+    when the same proposal was pending already and nothing was stored)."""
+
+    proposal: Proposal
+    created: bool
+
+
+def _origin(note: dict[str, Any] | None) -> tuple[Any, Any] | None:
+    """Where a proposal's content came from, for telling a repeat from another proposal: the
+    note's notebook and name (not its version: the same content rewritten is the same note)."""
+    return None if note is None else (note.get("notebook"), note.get("name"))
 
 
 class Knowledge:
@@ -62,12 +83,22 @@ class Knowledge:
         self.clock = clock
         self.profiles = profiles
 
+    def reviewable(self, owner: str) -> Callable[[Record], Record]:
+        """The check review runs on content, for ``owner`` as things stand: a record comes back
+        as reviewed knowledge would hold it, or ``invalid_argument`` says why not — non-empty
+        text, and once profiles are installed, their kinds, with fields of those kinds
+        validated and canonicalized (SPEC §8, §11). The installed profiles are read once, so
+        a page can check every note it shows."""
+        schema = None if self.profiles is None else self.profiles.schema(owner)
+
+        def check(record: Record) -> Record:
+            check_reviewable(record)
+            return record if schema is None else schema.check(record, reviewed=True)
+
+        return check
+
     def _checked(self, owner: str, record: Record) -> Record:
-        """Once profiles are installed, reviewed records use their kinds, and fields of those
-        kinds are validated and canonicalized (SPEC §8, §11)."""
-        if self.profiles is None:
-            return record
-        return self.profiles.check(owner, record, reviewed=True)
+        return self.reviewable(owner)(record)
 
     def propose(
         self,
@@ -78,7 +109,26 @@ class Knowledge:
         name: Any = None,
         record: Any = None,
     ) -> Proposal:
-        """Propose a note (``notebook`` + ``name``) or a new ``record``, citing ``source``."""
+        """Propose a note (``notebook`` + ``name``) or a new ``record``, citing ``source``;
+        see ``submit``."""
+        return self.submit(
+            owner, source=source, notebook=notebook, name=name, record=record
+        ).proposal
+
+    def submit(
+        self,
+        owner: str,
+        *,
+        source: Any,
+        notebook: Any = None,
+        name: Any = None,
+        record: Any = None,
+    ) -> Proposed:
+        """Propose a note (``notebook`` + ``name``) or a new ``record``, citing ``source``.
+
+        The content must be reviewable (``_checked``). If a proposal for the same name is
+        pending, the same content, source and origin answer it (``created`` False, nothing
+        stored); anything else is ``already_exists`` naming the pending proposal."""
         check_identifier(owner, "owner")
         parsed_source = Source.parse(source)
         from_note = notebook is not None or name is not None
@@ -120,8 +170,22 @@ class Knowledge:
             source=parsed_source,
             note=note,
         )
-        self.store.add_proposal(proposal)
-        return proposal
+        pending = self.store.add_proposal(proposal)
+        if pending.id == proposal.id:
+            return Proposed(proposal, created=True)
+        same = (
+            pending.digest == proposal.digest
+            and pending.source == proposal.source
+            and _origin(pending.note) == _origin(proposal.note)
+        )
+        if same:
+            return Proposed(pending, created=False)
+        raise AlreadyExists(
+            f"{proposal.name} already has a pending proposal, {pending.id}, with other"
+            f" {_difference(pending, proposal)}; decide it before proposing {proposal.name} again",
+            proposal_id=pending.id,
+            name=proposal.name,
+        )
 
     def decide(
         self,
@@ -167,3 +231,15 @@ class Knowledge:
         if type(revision) is not int or revision < 0:
             raise InvalidArgument("revision must be a non-negative integer")
         return latest, self.store.records_at(owner, revision)
+
+
+def _difference(pending: Proposal, proposal: Proposal) -> str:
+    """What differs between two proposals for one name, in words, for the refusal."""
+    parts = []
+    if pending.digest != proposal.digest:
+        parts.append("content")
+    if pending.source != proposal.source:
+        parts.append("source")
+    if _origin(pending.note) != _origin(proposal.note):
+        parts.append("origin")
+    return " and ".join(parts)

@@ -13,6 +13,7 @@ is ever accepted. The schemas say everything JSON Schema can say; the few rules 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -232,6 +233,14 @@ def _says_something(schema: dict[str, Any]) -> dict[str, Any]:
     return {"allOf": [schema, {"pattern": SAYS_SOMETHING}]}
 
 
+# Reviewed knowledge says something: a reviewed record's text holds more than white space.
+REVIEWED_RECORD = copy.deepcopy(RECORD)
+REVIEWED_RECORD["properties"]["text"] = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_TEXT,
+    "pattern": SAYS_SOMETHING,
+}
 _LOCATOR_PART = {"oneOf": [integer(), _says_something(IDENTIFIER)]}
 SOURCE_INPUT = _object(
     {
@@ -274,7 +283,7 @@ BODIES: dict[str, dict[str, Any]] = {
                 description="Propose a working note: the notebook and the note's name.",
             ),
             _object(
-                {"record": RECORD, "source": SOURCE_INPUT},
+                {"record": REVIEWED_RECORD, "source": SOURCE_INPUT},
                 ["record", "source"],
                 description="Propose a new record.",
             ),
@@ -289,7 +298,7 @@ BODIES: dict[str, dict[str, Any]] = {
                 "maxLength": MAX_REASON,
                 "pattern": SAYS_SOMETHING,
             },
-            "record": RECORD,
+            "record": REVIEWED_RECORD,
         },
         ["decision", "reason"],
         allOf=[

@@ -27,6 +27,7 @@ __all__ = [
     "Revision",
     "Source",
     "accepted_version",
+    "check_reviewable",
     "find_conflicts",
     "knowledge_genesis",
     "pack_revision",
@@ -73,6 +74,20 @@ def _locator(value: Any) -> str | dict[str, Any]:
         else:
             raise InvalidArgument(f"source.locator.{key} must be an integer or text")
     return dict(value)
+
+
+def check_reviewable(record: Record) -> Record:
+    """``record`` if it can be reviewed knowledge: a note may be blank, but a reviewed record
+    with no text states nothing a reader could check against its source."""
+    if not record.text.strip():
+        raise InvalidArgument(
+            f"{record.name}: reviewed knowledge needs text; this record's text is empty"
+            " (rule reviewed.text)",
+            field="text",
+            rule="reviewed.text",
+            name=record.name,
+        )
+    return record
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,8 +332,9 @@ def accepted_version(
     supersedes: int | None,
 ) -> tuple[ReviewedRecord, Revision]:
     """What accepting ``proposal`` writes at ``revision``: the reviewed version and its
-    hash-chained revision entry. One definition, so every backend writes the same thing."""
-    name = record.name
+    hash-chained revision entry. One definition, so every backend writes the same thing, and
+    refuses the same things: a record without text is never accepted, whoever calls."""
+    name = check_reviewable(record).name
     content = record.canonical()
     digest = sha256_hex(content)
     reviewed = ReviewedRecord(

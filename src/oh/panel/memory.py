@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from oh.core.canonical import sha256_hex
 from oh.core.notebook import Notebook
+from oh.core.records import CONTENT_KEYS, Record
 from oh.core.reviewed import Proposal, find_conflicts
+from oh.errors import InvalidArgument
 from oh.panel.layout import Chrome, esc, hidden_csrf, locator_text, page, remaining, time_tag
 
 if TYPE_CHECKING:
@@ -62,6 +64,10 @@ class RecordView:
     conflicts_with: list[str] = field(default_factory=list)
     proposals: list[Proposal] = field(default_factory=list)
     newer_revision: int | None = None  # reviewed: a later version exists outside the pin
+    # notes: the pending proposal for this name (from this note or elsewhere), and why review
+    # would refuse the note's content now; with either, the panel offers no "Propose"
+    pending: Proposal | None = None
+    refusal: str | None = None
 
     @property
     def name(self) -> str:
@@ -137,15 +143,22 @@ def notebook_view(
     for proposal in proposals:
         if proposal.note is not None and proposal.note.get("notebook") == notebook_id:
             by_note.setdefault(str(proposal.note.get("name")), []).append(proposal)
-    notes = [
-        RecordView(
+    pending = {p.name: p for p in proposals if p.state == "pending"}
+    check = host.review.reviewable(owner)  # what proposing would check, profiles read once
+    notes = []
+    for record in records["notes"]:
+        view = RecordView(
             "note",
             record,
             histories.get(record["name"], []),
             proposals=by_note.get(record["name"], []),
+            pending=pending.get(record["name"]),
         )
-        for record in records["notes"]
-    ]
+        try:
+            check(Record.parse({key: record[key] for key in CONTENT_KEYS}))
+        except InvalidArgument as exc:
+            view.refusal = exc.message
+        notes.append(view)
     reviewed = []
     for record in records["reviewed"]:
         view = RecordView("reviewed", record)
@@ -272,6 +285,23 @@ def _propose_form(chrome: Chrome, view: NotebookView, record: RecordView) -> str
         )
     if view.notebook.state != "open" and view.notebook.state != "expired":
         return status
+    # Offer "Propose" only where proposing can make a proposal; otherwise say why not.
+    pending = record.pending
+    if pending is not None:
+        note = pending.note or {}
+        if note.get("notebook") == view.notebook.id and note.get("name") == record.name:
+            return status  # this note's own proposal waits: its state says so
+        return (
+            f'{status}<p class="propose-blocked">Cannot be proposed for review now: another'
+            f" proposal for {esc(record.name)} waits for review"
+            f' (<a href="{esc(chrome.base)}/panel/review#proposal-{esc(pending.id)}">'
+            "review page</a>); decide it first.</p>"
+        )
+    if record.refusal is not None:
+        return (
+            f'{status}<p class="propose-blocked">Cannot be proposed for review:'
+            f" {esc(record.refusal)}.</p>"
+        )
     key = esc(anchor("note", record.name))
     action = f"{esc(chrome.base)}/panel/notebooks/{esc(view.notebook.id)}/proposals"
     return (

@@ -1,13 +1,20 @@
 """The review page (SPEC §4, §6): pending proposals to accept (optionally edited) or reject,
-decided proposals with who, when and why, and the reviewed knowledge by revision."""
+decided proposals with who, when and why, and the reviewed knowledge by revision.
+
+A decided proposal shows what the decision made: the accepted record (and, when accepted with
+edits, what changed from the proposal), or the rejected proposal. A pending proposal that can
+no longer be accepted as proposed (a pack installed since) says why, and offers only what can
+succeed."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from oh.core.reviewed import Proposal, Revision
+from oh.core.records import CONTENT_KEYS, Record
+from oh.core.reviewed import Proposal, ReviewedRecord, Revision
+from oh.errors import InvalidArgument
 from oh.panel.layout import Chrome, esc, hidden_csrf, locator_text, page, time_tag
 
 if TYPE_CHECKING:
@@ -27,6 +34,10 @@ class ReviewView:
     records: list[dict[str, Any]]
     revisions: list[Revision]
     decided_now: Proposal | None = None
+    # proposal id → the reviewed version its acceptance made
+    accepted: dict[str, ReviewedRecord] = field(default_factory=dict)
+    # pending proposal id → why it cannot be accepted as proposed now
+    refusals: dict[str, InvalidArgument] = field(default_factory=dict)
 
 
 def review_view(
@@ -34,16 +45,31 @@ def review_view(
 ) -> ReviewView:
     proposals = host.review.store.proposals(owner)
     knowledge = host.knowledge_at(owner, revision)
+    pending = [p for p in proposals if p.state == "pending"]
     decided = [p for p in proposals if p.state != "pending"]
     decided.sort(key=lambda p: p.decision.at if p.decision else "", reverse=True)
+    accepted: dict[str, ReviewedRecord] = {}
+    for name in sorted({p.name for p in decided if p.state == "accepted"}):
+        for version in host.review.store.history(owner, name):
+            if version.proposal_id is not None:
+                accepted[version.proposal_id] = version
+    check = host.review.reviewable(owner)
+    refusals: dict[str, InvalidArgument] = {}
+    for proposal in pending:
+        try:
+            check(Record.parse(proposal.verified_record()))
+        except InvalidArgument as exc:
+            refusals[proposal.id] = exc
     return ReviewView(
-        pending=[p for p in proposals if p.state == "pending"],
+        pending=pending,
         decided=decided,
         revision=knowledge["revision"],
         latest=knowledge["latest"],
         records=sorted(knowledge["records"], key=lambda r: (-r["revision"], r["name"])),
         revisions=list(reversed(host.review.store.revisions(owner))),
         decided_now=next((p for p in proposals if p.id == decided_id), None),
+        accepted=accepted,
+        refusals=refusals,
     )
 
 
@@ -88,31 +114,89 @@ def _record_body(record: dict[str, Any]) -> str:
     return f'<p class="text">{esc(record.get("text", ""))}</p>{fields_html}{links_html}'
 
 
-def _pending(chrome: Chrome, proposal: Proposal) -> str:
+def _refusal(refusal: InvalidArgument | None) -> tuple[str, bool]:
+    """What a pending proposal that cannot be accepted as proposed says, and whether the
+    page's one edit (the text) could make it acceptable."""
+    if refusal is None:
+        return "", True
+    rule = refusal.details.get("rule")
+    if rule == "reviewed.text":
+        then = "Give it text to accept it, or reject it."
+    elif rule == "profile.kind":
+        then = "An edit keeps its name, and so its kind: it can only be rejected."
+    else:
+        then = (
+            "This page edits only the text: accept it with fields that fit through the HTTP"
+            " API (a decision with a record), or reject it."
+        )
+    return (
+        f'<p class="notice error refusal" role="note"><strong>Cannot be accepted as'
+        f" proposed:</strong> {esc(refusal.message)}. {then}</p>",
+        rule == "reviewed.text",
+    )
+
+
+def _pending(chrome: Chrome, proposal: Proposal, refusal: InvalidArgument | None = None) -> str:
     record = proposal.verified_record()
     key = f"proposal-{esc(proposal.id)}"
     action = f"{esc(chrome.base)}/panel/review/{esc(proposal.id)}/decision"
+    why_not, acceptable = _refusal(refusal)
+    accept = (
+        (
+            f'<label for="{key}-text">Text to accept (edit it to accept with edits)</label>'
+            f'<textarea id="{key}-text" name="text" rows="4" maxlength="4000">'
+            f"\n{esc(record.get('text', ''))}</textarea>"
+        )
+        if acceptable
+        else ""
+    )
+    accept_button = (
+        '<button type="submit" name="decision" value="accept">Accept</button> '
+        if acceptable
+        else ""
+    )
     return (
         f'<li><article class="proposal" id="{key}" aria-labelledby="{key}-title">'
         f'<h3 id="{key}-title" class="name">{esc(proposal.name)}</h3>'
         f'<p class="meta">Proposed by {esc(proposal.proposed_by)} · '
         f"{time_tag(proposal.proposed_at)} · from {_origin(chrome, proposal)}"
         f' · digest <code title="{esc(proposal.digest)}">{esc(proposal.digest[:12])}</code></p>'
-        f"{_record_body(record)}{_source(proposal)}"
+        f"{_record_body(record)}{_source(proposal)}{why_not}"
         f'<form method="post" action="{action}" class="stack decision">{hidden_csrf(chrome)}'
-        f'<label for="{key}-text">Text to accept (edit it to accept with edits)</label>'
-        f'<textarea id="{key}-text" name="text" rows="4" maxlength="4000">'
-        f"\n{esc(record.get('text', ''))}</textarea>"
+        f"{accept}"
         f'<label for="{key}-reason">Reason for your decision</label>'
         f'<input id="{key}-reason" name="reason" required maxlength="2000">'
-        '<div class="actions">'
-        '<button type="submit" name="decision" value="accept">Accept</button> '
+        f'<div class="actions">{accept_button}'
         '<button type="submit" name="decision" value="reject" class="danger">Reject</button>'
         "</div></form></article></li>"
     )
 
 
-def _decided(proposal: Proposal) -> str:
+def _value(key: str, record: dict[str, Any]) -> str:
+    value = record.get(key)
+    if key == "text":
+        return f'<span class="text">{esc(value)}</span>' if value else "<em>(empty)</em>"
+    if key == "fields":
+        return f"<code>{esc(json.dumps(value or {}, ensure_ascii=False))}</code>"
+    return esc(", ".join(value)) if value else "<em>(none)</em>"
+
+
+def _edits(proposed: dict[str, Any], accepted: dict[str, Any]) -> str:
+    """What an acceptance with edits changed from the proposal, key by key."""
+    rows = "".join(
+        f"<dt>{esc(key)}</dt><dd>"
+        f'<p class="was"><span class="label">Proposed:</span> {_value(key, proposed)}</p>'
+        f'<p class="now"><span class="label">Accepted:</span> {_value(key, accepted)}</p></dd>'
+        for key in CONTENT_KEYS
+        if proposed.get(key) != accepted.get(key)
+    )
+    return (
+        f'<div class="edits"><p class="detail">What the reviewer changed from the proposal:</p>'
+        f'<dl class="edits">{rows}</dl></div>'
+    )
+
+
+def _decided(proposal: Proposal, accepted: ReviewedRecord | None = None) -> str:
     decision = proposal.decision
     key = f"proposal-{esc(proposal.id)}"
     verdict = "" if decision is None else _STATES.get(decision.decision, decision.decision)
@@ -125,6 +209,15 @@ def _decided(proposal: Proposal) -> str:
             f"{time_tag(decision.at)}{revision}<br>Reason: {esc(decision.reason)}</p>"
         )
     )
+    proposed = proposal.verified_record()
+    if accepted is None:
+        # Rejected (or an acceptance whose version cannot be found): what was proposed.
+        body = f'<div class="proposed-record">{_record_body(proposed)}</div>'
+    else:
+        content = accepted.verified_content()
+        body = f'<div class="accepted-record">{_record_body(content)}</div>'
+        if accepted.digest != proposal.digest:
+            body += _edits(proposed, content)
     return (
         f'<li><article class="proposal {esc(proposal.state)}" id="{key}"'
         f' aria-labelledby="{key}-title">'
@@ -133,7 +226,7 @@ def _decided(proposal: Proposal) -> str:
         f"{who}"
         f'<p class="meta">Proposed by {esc(proposal.proposed_by)} · '
         f"{time_tag(proposal.proposed_at)}</p>"
-        f"{_record_body(proposal.verified_record())}{_source(proposal)}"
+        f"{body}{_source(proposal)}"
         "</article></li>"
     )
 
@@ -194,13 +287,15 @@ def render_review(chrome: Chrome, view: ReviewView) -> str:
             f'<p class="notice ok" role="status"><strong>{esc(decided.name)}</strong>: {what}'
             f"{at}.</p>"
         )
+    pending_items = "".join(_pending(chrome, p, view.refusals.get(p.id)) for p in view.pending)
     pending = (
-        f'<ul class="records" role="list">{"".join(_pending(chrome, p) for p in view.pending)}</ul>'
+        f'<ul class="records" role="list">{pending_items}</ul>'
         if view.pending
         else '<p class="empty">No proposals wait for review.</p>'
     )
+    decided_items = "".join(_decided(p, view.accepted.get(p.id)) for p in view.decided)
     decided_html = (
-        f'<ul class="records" role="list">{"".join(_decided(p) for p in view.decided)}</ul>'
+        f'<ul class="records" role="list">{decided_items}</ul>'
         if view.decided
         else '<p class="empty">No decisions yet.</p>'
     )

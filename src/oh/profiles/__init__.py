@@ -11,6 +11,7 @@ from oh.profiles.codecs import Codec, Codecs, Params, default_codecs
 from oh.profiles.installs import (
     InstalledPack,
     InstallResult,
+    LeftInvalid,
     PackChange,
     Preview,
     Profiles,
@@ -41,6 +42,7 @@ __all__ = [
     "InstallResult",
     "InstalledPack",
     "Kind",
+    "LeftInvalid",
     "Pack",
     "PackChange",
     "Params",

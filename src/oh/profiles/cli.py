@@ -11,9 +11,10 @@ import argparse
 import json
 from typing import Any
 
-from oh.config import Locations, open_knowledge_store
+from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.profiles.installs import InstalledPack, Preview, Profiles, plan
 from oh.profiles.packs import SHIPPED_PACKS, find_pack
+from oh.storage.base import MemoryStore
 
 __all__ = ["SUMMARY", "cmd_install", "cmd_list", "cmd_preview", "register"]
 
@@ -23,6 +24,11 @@ SUMMARY = "preview, install and list the profile packs of an owner's knowledge b
 def _profiles(args: argparse.Namespace) -> Profiles:
     locations = Locations.resolve(args.data, args.memory_url, args.knowledge_url)
     return Profiles(open_knowledge_store(locations))
+
+
+def _memory(args: argparse.Namespace) -> MemoryStore:
+    """The memory database, whose notes preview and install check against the new kinds."""
+    return open_memory_store(Locations.resolve(args.data, args.memory_url, args.knowledge_url))
 
 
 def _print_json(value: Any) -> None:
@@ -67,12 +73,32 @@ def _describe(preview: Preview, owner: str | None) -> None:
         )
         for name, reason in preview.records_invalid[:20]:
             _say(f"  {name}: {reason}")
+    _left_invalid(preview)
     if not preview.can_install:
         _say("verdict: cannot be installed (conflicts with installed packs)")
     elif preview.needs_force:
         _say("verdict: needs --force: " + "; ".join(preview.incompatible))
     else:
         _say("verdict: can be installed")
+
+
+def _left_invalid(preview: Preview) -> None:
+    """The pending proposals and notes the install would leave unreviewable: a warning, since
+    they do not stop the install."""
+    if preview.proposals_invalid:
+        _say(
+            f"pending proposals that could no longer be accepted as proposed:"
+            f" {len(preview.proposals_invalid)} (reject them, or accept with edits that fit)"
+        )
+        for item in preview.proposals_invalid[:20]:
+            _say(f"  {item.where} {item.name}: {item.reason}")
+    if preview.notes_invalid:
+        _say(
+            f"current notes that could no longer be proposed for review:"
+            f" {len(preview.notes_invalid)}"
+        )
+        for item in preview.notes_invalid[:20]:
+            _say(f"  {item.where} {item.name}: {item.reason}")
 
 
 def cmd_preview(args: argparse.Namespace) -> int:
@@ -84,7 +110,11 @@ def cmd_preview(args: argparse.Namespace) -> int:
     else:
         profiles = _profiles(args)
         try:
-            preview = profiles.preview(args.owner, pack)
+            memory = _memory(args)
+            try:
+                preview = profiles.preview(args.owner, pack, memory=memory)
+            finally:
+                memory.close()
         finally:
             profiles.store.close()
     if args.json:
@@ -98,7 +128,11 @@ def cmd_install(args: argparse.Namespace) -> int:
     pack = find_pack(args.pack)
     profiles = _profiles(args)
     try:
-        result = profiles.install(args.owner, pack, force=args.force)
+        memory = _memory(args)
+        try:
+            result = profiles.install(args.owner, pack, force=args.force, memory=memory)
+        finally:
+            memory.close()
     finally:
         profiles.store.close()
     if args.json:
@@ -108,6 +142,7 @@ def cmd_install(args: argparse.Namespace) -> int:
             f"installed {pack.name} {pack.version} for {args.owner}"
             f" at revision {result.installed.revision}"
         )
+        _left_invalid(result.preview)
     else:
         _say(
             f"{pack.name} {pack.version} is installed for {args.owner} already"
@@ -157,7 +192,9 @@ def register(
     )
     preview.add_argument("pack", metavar="PACK", help=pack_help)
     preview.add_argument(
-        "--owner", metavar="NAME", help="compare with NAME's installed packs and records"
+        "--owner",
+        metavar="NAME",
+        help="compare with NAME's installed packs, reviewed records, proposals and notes",
     )
     preview.add_argument("--json", action="store_true", help="print the preview as JSON")
     preview.set_defaults(handler=cmd_preview)

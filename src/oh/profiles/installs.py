@@ -3,7 +3,11 @@
 ``plan`` is pure: given a pack, the packs in force and the reviewed records in view, it says
 what installing would add or change — new and removed kinds, added, removed and changed
 fields, which changes are incompatible, conflicts with other installed packs, the version
-order, and which reviewed records would no longer fit — without changing anything.
+order, and which reviewed records would no longer fit — without changing anything. Given the
+pending proposals and the current notes of the owner's open notebooks, it also says which of
+them pass review now and would not after the install, and why: those do not stop an install
+(they are not knowledge yet), but the owner learns before, not after, that a proposal can then
+only be rejected or accepted with edits that fit, and that a note can no longer be proposed.
 
 ``Profiles`` puts it to work over a ``KnowledgeStore``. An install is a new revision of the
 owner's knowledge base, hash-chained like a review decision. Reinstalling the pack in force
@@ -24,15 +28,16 @@ from oh.core.canonical import canonical_text
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
 from oh.core.records import Record
-from oh.errors import AlreadyExists, InvalidArgument, StorageUnavailable
+from oh.errors import AlreadyExists, InvalidArgument, OhError, StorageUnavailable
 from oh.profiles.codecs import Codecs, default_codecs
 from oh.profiles.packs import Kind, Pack, Schema, stored_pack
-from oh.storage.base import KnowledgeStore, PackInstall
+from oh.storage.base import KnowledgeStore, MemoryStore, PackInstall
 
 __all__ = [
     "Action",
     "InstallResult",
     "InstalledPack",
+    "LeftInvalid",
     "PackChange",
     "Preview",
     "Profiles",
@@ -83,6 +88,16 @@ class PackChange:
 
 
 @dataclass(frozen=True, slots=True)
+class LeftInvalid:
+    """A pending proposal (``where`` is its id) or a current note (``where`` is its notebook)
+    that passes review now and would not once the pack is installed, and why."""
+
+    where: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Preview:
     """What installing ``pack`` would do. Nothing was changed to compute it."""
 
@@ -93,6 +108,8 @@ class Preview:
     conflicts: tuple[str, ...]  # kinds another installed pack defines differently
     records_checked: int  # reviewed records of the pack's kinds, checked against it
     records_invalid: tuple[tuple[str, str], ...]  # (name, why) of those that would not fit
+    proposals_invalid: tuple[LeftInvalid, ...] = ()  # pending proposals the install would strand
+    notes_invalid: tuple[LeftInvalid, ...] = ()  # current notes it would make unproposable
 
     @property
     def incompatible(self) -> tuple[str, ...]:
@@ -131,6 +148,16 @@ class Preview:
                 for name, reason in self.records_invalid[:MAX_LISTED_RECORDS]
             ],
             "records_invalid_count": len(self.records_invalid),
+            "proposals_invalid": [
+                {"proposal_id": item.where, "name": item.name, "reason": item.reason}
+                for item in self.proposals_invalid[:MAX_LISTED_RECORDS]
+            ],
+            "proposals_invalid_count": len(self.proposals_invalid),
+            "notes_invalid": [
+                {"notebook": item.where, "name": item.name, "reason": item.reason}
+                for item in self.notes_invalid[:MAX_LISTED_RECORDS]
+            ],
+            "notes_invalid_count": len(self.notes_invalid),
             "incompatible": list(self.incompatible),
             "needs_force": self.needs_force,
             "can_install": self.can_install,
@@ -208,9 +235,35 @@ def _kind_changes(old: Kind, new: Kind) -> list[PackChange]:
     return changes
 
 
-def plan(pack: Pack, installed: Sequence[InstalledPack], records: Iterable[Record] = ()) -> Preview:
-    """What installing ``pack`` over the packs in force (``installed``) would do, and which
-    of the reviewed ``records`` in view would no longer fit."""
+def _left_invalid(
+    before: Schema, after: Schema, candidates: Iterable[tuple[str, Record]]
+) -> tuple[LeftInvalid, ...]:
+    """The ``(where, record)`` candidates that pass review under ``before`` and not ``after``."""
+    out = []
+    for where, record in candidates:
+        try:
+            before.check(record, reviewed=True)
+        except InvalidArgument:
+            continue  # not reviewable now either: the install changes nothing for it
+        try:
+            after.check(record, reviewed=True)
+        except InvalidArgument as exc:
+            out.append(LeftInvalid(where, record.name, exc.message))
+    return tuple(out)
+
+
+def plan(
+    pack: Pack,
+    installed: Sequence[InstalledPack],
+    records: Iterable[Record] = (),
+    *,
+    proposals: Iterable[tuple[str, Record]] = (),
+    notes: Iterable[tuple[str, Record]] = (),
+) -> Preview:
+    """What installing ``pack`` over the packs in force (``installed``) would do, which of
+    the reviewed ``records`` in view would no longer fit, and which pending ``proposals``
+    (``(proposal id, record)``) and current ``notes`` (``(notebook id, record)``) would pass
+    review now but not after the install."""
     current = next((item for item in installed if item.pack.name == pack.name), None)
     action: Action
     changes: list[PackChange] = []
@@ -267,7 +320,24 @@ def plan(pack: Pack, installed: Sequence[InstalledPack], records: Iterable[Recor
                     schema.check(record)
                 except InvalidArgument as exc:
                     invalid.append((record.name, exc.message))
-    return Preview(pack, current, action, tuple(changes), tuple(conflicts), checked, tuple(invalid))
+    stranded: tuple[LeftInvalid, ...] = ()
+    unproposable: tuple[LeftInvalid, ...] = ()
+    if action != "none" and not conflicts:
+        before = Schema.of(item.pack for item in installed)
+        after = Schema.of([*(i.pack for i in installed if i.pack.name != pack.name), pack])
+        stranded = _left_invalid(before, after, proposals)
+        unproposable = _left_invalid(before, after, notes)
+    return Preview(
+        pack,
+        current,
+        action,
+        tuple(changes),
+        tuple(conflicts),
+        checked,
+        tuple(invalid),
+        stranded,
+        unproposable,
+    )
 
 
 def _check_owner(owner: Any) -> str:
@@ -348,27 +418,81 @@ class Profiles:
             Record.parse(item.verified_content()) for item in self.store.records_at(owner, latest)
         ]
 
-    def preview(self, owner: str, pack: Pack) -> Preview:
-        """What installing ``pack`` into ``owner``'s knowledge base would do."""
+    def _proposals(self, owner: str) -> list[tuple[str, Record]]:
+        out = []
+        for proposal in self.store.proposals(owner, "pending"):
+            try:
+                out.append((proposal.id, Record.parse(proposal.verified_record())))
+            except OhError:
+                continue  # a damaged proposal cannot be accepted anyway; verify reports it
+        return out
+
+    @staticmethod
+    def _notes(owner: str, memory: MemoryStore | None) -> list[tuple[str, Record]]:
+        """The current notes of ``owner``'s notebooks that can still be proposed (open, or
+        expired and not yet purged). Walks every notebook: a preview is rare, a listing by
+        owner is not part of the storage protocol."""
+        if memory is None:
+            return []
+        out = []
+        for notebook_id in memory.notebook_ids():
+            try:
+                notebook = memory.notebook(notebook_id)
+                if notebook.owner != owner or notebook.state not in ("open", "expired"):
+                    continue
+                stored = memory.records(notebook_id)
+            except OhError:
+                continue  # forgotten in the meantime
+            for note in stored:
+                try:
+                    out.append((notebook_id, Record.parse(note.verified_content())))
+                except OhError:
+                    continue  # a damaged note cannot be proposed anyway; verify reports it
+        return out
+
+    def preview(self, owner: str, pack: Pack, *, memory: MemoryStore | None = None) -> Preview:
+        """What installing ``pack`` into ``owner``'s knowledge base would do; with ``memory``
+        (the memory database) it also checks the current notes of the owner's notebooks."""
         installed = self.installed(owner)
-        return plan(pack, installed, self._records(owner))
+        return plan(
+            pack,
+            installed,
+            self._records(owner),
+            proposals=self._proposals(owner),
+            notes=self._notes(owner, memory),
+        )
 
     def install(
-        self, owner: str, pack: Pack, *, force: bool = False, by: str | None = None
+        self,
+        owner: str,
+        pack: Pack,
+        *,
+        force: bool = False,
+        by: str | None = None,
+        memory: MemoryStore | None = None,
     ) -> InstallResult:
         """Install ``pack`` as a new revision of ``owner``'s knowledge base.
 
         ``already_exists`` (409) when another installed pack defines one of its kinds
         differently, or — unless ``force`` — when the install is incompatible (see
-        ``Preview.incompatible``). Reinstalling the pack in force changes nothing.
+        ``Preview.incompatible``). Reinstalling the pack in force changes nothing. Pending
+        proposals and notes the install leaves unreviewable do not stop it; the result's
+        preview lists them (the notes only with ``memory``).
         """
         owner = _check_owner(owner)
         made_by = owner if by is None else _check_owner(by)
+        notes = self._notes(owner, memory)
         # The store installs only if the packs in force are still those planned against, so
         # a concurrent install makes this plan again rather than act on a stale preview.
         for _ in range(8):
             installed = self.installed(owner)
-            preview = plan(pack, installed, self._records(owner))
+            preview = plan(
+                pack,
+                installed,
+                self._records(owner),
+                proposals=self._proposals(owner),
+                notes=notes,
+            )
             if preview.action == "none":
                 assert preview.installed is not None
                 return InstallResult(preview, preview.installed, changed=False)

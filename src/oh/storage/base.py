@@ -203,7 +203,15 @@ class KnowledgeSource(Protocol):
 class KnowledgeStore(KnowledgeSource, Protocol):
     """The knowledge database: append-only reviewed versions, revisions, proposals."""
 
-    def add_proposal(self, proposal: Proposal) -> None: ...
+    def add_proposal(self, proposal: Proposal) -> Proposal:
+        """Store ``proposal`` as pending, unless a proposal for the same owner and name is
+        pending already: then store nothing and return that one. Returns the pending proposal
+        for the name either way; the database keeps it to one, even across processes."""
+        ...
+
+    def pending_proposal(self, owner: str, name: str) -> Proposal | None:
+        """The owner's pending proposal for record ``name``, if there is one."""
+        ...
 
     def proposal(self, proposal_id: str) -> Proposal:
         """``not_found`` if there is no such proposal."""

@@ -88,9 +88,28 @@ class LibsqlKnowledgeStore(LibsqlDatabase):
 
     # -- proposals and decisions ----------------------------------------------------------
 
-    def add_proposal(self, proposal: Proposal) -> None:
+    def add_proposal(self, proposal: Proposal) -> Proposal:
         with self._write() as conn:
+            # One writer at a time (BEGIN IMMEDIATE): nobody can add one between the look and
+            # the insert; the partial unique index would refuse it if anybody did.
+            pending = self._pending(conn, proposal.owner, proposal.name)
+            if pending is not None:
+                return pending
             conn.execute(_INSERT_PROPOSAL, proposal_values(proposal, pending=True))
+        return proposal
+
+    @staticmethod
+    def _pending(conn: Any, owner: str, name: str) -> Proposal | None:
+        row = conn.execute(
+            f"SELECT {PROPOSAL_COLUMNS} FROM proposals"
+            " WHERE owner = ? AND name = ? AND state = 'pending'",
+            (owner, name),
+        ).fetchone()
+        return None if row is None else proposal_from_row(row)
+
+    def pending_proposal(self, owner: str, name: str) -> Proposal | None:
+        with self._lock, translated():
+            return self._pending(self._conn, owner, name)
 
     def _proposal(self, conn: Any, proposal_id: str) -> Proposal:
         row = conn.execute(

@@ -22,7 +22,7 @@ from oh.core.reviewed import (
     knowledge_genesis,
     pack_revision,
 )
-from oh.errors import AlreadyExists, NotFound
+from oh.errors import AlreadyExists, NotFound, StorageUnavailable
 from oh.storage.base import PackInstall
 from oh.storage.postgres import PostgresDatabase
 from oh.storage.rows import (
@@ -50,6 +50,9 @@ _INSERT_PROPOSAL = insert("proposals", PROPOSAL_COLUMNS, "%s")
 _INSERT_REVISION = insert("revisions", REVISION_COLUMNS, "%s")
 _INSERT_REVIEWED = insert("reviewed", f"owner, {REVIEWED_COLUMNS}", "%s")
 _INSERT_PACK = insert("packs", PACK_COLUMNS, "%s")
+_ADD_PROPOSAL = (
+    _INSERT_PROPOSAL + " ON CONFLICT (owner, name) WHERE state = 'pending' DO NOTHING RETURNING id"
+)
 
 
 class PostgresKnowledgeStore(PostgresDatabase):
@@ -99,10 +102,33 @@ class PostgresKnowledgeStore(PostgresDatabase):
 
     # -- proposals and decisions ----------------------------------------------------------
 
-    def add_proposal(self, proposal: Proposal) -> None:
+    def add_proposal(self, proposal: Proposal) -> Proposal:
         row = proposal_values(proposal, pending=True)
+        # The partial unique index decides between servers proposing one name at once: the
+        # loser's insert waits for the winner's commit, then does nothing, and reads the
+        # winner's proposal. Should that be decided in between, there is room again: retry.
+        for _ in range(8):
+            with self._transaction() as conn:
+                made = conn.execute(_ADD_PROPOSAL, row).fetchone()
+                if made is not None:
+                    return proposal
+                pending = self._pending(conn, proposal.owner, proposal.name)
+            if pending is not None:
+                return pending
+        raise StorageUnavailable(f"proposals for {proposal.name} kept changing; retry")
+
+    @staticmethod
+    def _pending(conn: psycopg.Connection[Any], owner: str, name: str) -> Proposal | None:
+        row = conn.execute(
+            f"SELECT {PROPOSAL_COLUMNS} FROM proposals"
+            " WHERE owner = %s AND name = %s AND state = 'pending'",
+            (owner, name),
+        ).fetchone()
+        return None if row is None else proposal_from_row(row)
+
+    def pending_proposal(self, owner: str, name: str) -> Proposal | None:
         with self._transaction() as conn:
-            conn.execute(_INSERT_PROPOSAL, row)
+            return self._pending(conn, owner, name)
 
     @staticmethod
     def _proposal(conn: psycopg.Connection[Any], proposal_id: str, lock: bool = False) -> Proposal:

@@ -8,16 +8,18 @@ knowledge base with review: proposals, decisions, pins, read-only views and conf
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from oh.core.canonical import canonical_text
 from oh.core.records import Record
 from oh.core.reviewed import Decision, ReviewedRecord, Source
-from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
+from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound, OhError
 from oh.knowledge import Knowledge
 from oh.notebooks import Notebooks
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
@@ -54,6 +56,16 @@ class ReviewHarness(Protocol):
 
 def _digest(record: dict[str, Any]) -> str:
     return Record.parse(record).digest
+
+
+def _together(work: Callable[[int], None], count: int) -> None:
+    """Run ``work(0)`` … ``work(count - 1)`` on threads of their own, and wait for all."""
+    threads = [threading.Thread(target=work, args=(index,)) for index in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads), "a proposer is stuck"
 
 
 class KnowledgeSourceConformance:
@@ -136,7 +148,8 @@ class KnowledgeSourceConformance:
         self, harness: SourceHarness
     ) -> None:
         names = st.sampled_from(["finding:a", "finding:b", "study:c", "method:d"])
-        steps = st.lists(st.tuples(names, st.text(min_size=1, max_size=20)), max_size=12)
+        texts = st.text(min_size=1, max_size=20).filter(str.strip)  # reviewed text is never blank
+        steps = st.lists(st.tuples(names, texts), max_size=12)
 
         @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
         @given(steps)
@@ -275,7 +288,186 @@ class ReviewConformance:
         with pytest.raises(NotFound):
             knowledge.propose("ann", source=SOURCE, notebook=notebook.id, name="note:missing")
 
+    @pytest.mark.parametrize("text", ["", "   ", "\n\t "])
+    def test_a_proposal_with_empty_text_is_refused(
+        self,
+        knowledge: Knowledge,
+        notebooks: Notebooks,
+        memory: MemoryStore,
+        store: KnowledgeStore,
+        clock: FakeClock,
+        text: str,
+    ) -> None:
+        with pytest.raises(InvalidArgument) as caught:
+            knowledge.propose("ann", source=SOURCE, record={"name": "finding:a", "text": text})
+        assert caught.value.details["rule"] == "reviewed.text"
+        notebook = notebooks.open("ann", "doc", "run-1")
+        write(memory, notebook.id, 0, "r-1", add("lead:blank", text), now=clock())
+        with pytest.raises(InvalidArgument):
+            knowledge.propose("ann", source=SOURCE, notebook=notebook.id, name="lead:blank")
+        assert store.proposals("ann") == []
+
+    # -- one pending proposal per name ----------------------------------------------------
+
+    def test_proposing_the_same_content_while_it_is_pending_answers_the_pending_proposal(
+        self,
+        knowledge: Knowledge,
+        notebooks: Notebooks,
+        memory: MemoryStore,
+        store: KnowledgeStore,
+        clock: FakeClock,
+    ) -> None:
+        record = {"name": "finding:a", "text": "ten years"}
+        first = knowledge.propose("ann", source=SOURCE, record=record)
+        clock.advance(minutes=1)
+        again = knowledge.propose("ann", source=dict(SOURCE), record=dict(record))
+        assert again == first
+        notebook = notebooks.open("ann", "doc", "run-1")
+        write(memory, notebook.id, 0, "r-1", add("lead:a", "methods missing"), now=clock())
+        from_note = knowledge.propose("ann", source=SOURCE, notebook=notebook.id, name="lead:a")
+        repeat = knowledge.propose("ann", source=SOURCE, notebook=notebook.id, name="lead:a")
+        assert repeat.id == from_note.id
+        assert sorted(p.id for p in store.proposals("ann")) == sorted([first.id, from_note.id])
+        # ``submit`` says which call made the proposal (HTTP answers 201, then 200).
+        assert knowledge.submit("ann", source=SOURCE, record=record).created is False
+
+    @pytest.mark.parametrize("other", ["content", "source", "origin"])
+    def test_another_proposal_for_a_pending_name_is_already_exists_naming_it(
+        self,
+        knowledge: Knowledge,
+        notebooks: Notebooks,
+        memory: MemoryStore,
+        store: KnowledgeStore,
+        clock: FakeClock,
+        other: str,
+    ) -> None:
+        record = {"name": "lead:a", "text": "methods missing"}
+        pending = knowledge.propose("ann", source=SOURCE, record=record)
+        arguments: dict[str, Any] = {"source": SOURCE, "record": record}
+        if other == "content":
+            arguments["record"] = {**record, "text": "other"}
+        elif other == "source":
+            arguments["source"] = {**SOURCE, "locator": "p. 5"}
+        else:  # the same content, but from a note rather than as a new record
+            notebook = notebooks.open("ann", "doc", "run-1")
+            write(memory, notebook.id, 0, "r-1", add("lead:a", "methods missing"), now=clock())
+            arguments = {"source": SOURCE, "notebook": notebook.id, "name": "lead:a"}
+        with pytest.raises(AlreadyExists) as caught:
+            knowledge.propose("ann", **arguments)
+        assert caught.value.details == {"proposal_id": pending.id, "name": "lead:a"}
+        assert pending.id in caught.value.message
+        assert [p.id for p in store.proposals("ann")] == [pending.id]
+
+    @pytest.mark.parametrize("decision", ["accept", "reject"])
+    def test_once_decided_a_name_can_be_proposed_again(
+        self, knowledge: Knowledge, store: KnowledgeStore, decision: str
+    ) -> None:
+        record = {"name": "finding:a", "text": "ten years"}
+        first = knowledge.propose("ann", source=SOURCE, record=record)
+        knowledge.decide("ann", first.id, decision=decision, reason="decided")
+        again = knowledge.submit("ann", source=SOURCE, record=record)
+        assert again.created and again.proposal.id != first.id
+        assert store.pending_proposal("ann", "finding:a") == again.proposal
+        assert knowledge.submit("bob", source=SOURCE, record=record).created  # per owner
+
+    def test_the_database_keeps_one_pending_proposal_per_name(
+        self, harness: ReviewHarness, knowledge: Knowledge, store: KnowledgeStore
+    ) -> None:
+        pending = knowledge.propose("ann", source=SOURCE, record={"name": "finding:a", "text": "x"})
+        sql = (
+            "INSERT INTO proposals (id, owner, proposed_by, proposed_at, name, content, digest,"
+            " source, state) VALUES (?, 'ann', 'ann', ?, 'finding:a', ?, ?, ?, 'pending')"
+        )
+        row = (
+            "pr_" + "1" * 32,
+            pending.proposed_at,
+            pending.content,
+            pending.digest,
+            canonical_text(pending.source.to_json()),
+        )
+        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
+            harness.execute_knowledge(sql, row)
+        assert [p.id for p in store.proposals("ann")] == [pending.id]
+        knowledge.decide("ann", pending.id, decision="reject", reason="no")
+        harness.execute_knowledge(sql, row)  # decided: the name is free again
+        assert store.pending_proposal("ann", "finding:a") is not None
+
+    @pytest.mark.parametrize("same", [True, False], ids=["same-content", "other-content"])
+    def test_concurrent_proposals_for_one_name_leave_one_pending(
+        self, harness: ReviewHarness, memory: MemoryStore, clock: FakeClock, same: bool
+    ) -> None:
+        """Proposers on their own connections (as separate processes would be) propose one
+        name at once: the database lets one proposal through; the same content answers it,
+        other content is refused naming it."""
+        proposers = 6
+        start = threading.Barrier(proposers)
+        outcomes: list[Any] = [None] * proposers
+
+        def propose(index: int) -> None:
+            store = harness.open_knowledge()
+            try:
+                own = Knowledge(store, memory, clock=clock)
+                text = "ten years" if same else f"version {index}"
+                start.wait()
+                outcomes[index] = own.propose(
+                    "ann", source=SOURCE, record={"name": "finding:a", "text": text}
+                )
+            except OhError as exc:
+                outcomes[index] = exc
+            finally:
+                store.close()
+
+        _together(propose, proposers)
+        check = harness.open_knowledge()
+        try:
+            stored = check.proposals("ann")
+        finally:
+            check.close()
+        assert len(stored) == 1, [p.id for p in stored]
+        answered = [o for o in outcomes if not isinstance(o, OhError)]
+        assert {o.id for o in answered} == {stored[0].id}
+        if same:
+            assert len(answered) == proposers, outcomes
+        else:
+            assert len(answered) == 1
+            refused = [o for o in outcomes if isinstance(o, OhError)]
+            assert all(isinstance(o, AlreadyExists) for o in refused), refused
+            assert {o.details["proposal_id"] for o in refused} == {stored[0].id}
+
     # -- decisions ------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("text", ["", "   ", "\n"])
+    def test_accepting_a_record_with_empty_text_is_refused_and_changes_nothing(
+        self, knowledge: Knowledge, store: KnowledgeStore, text: str
+    ) -> None:
+        proposal = knowledge.propose(
+            "ann", source=SOURCE, record={"name": "finding:a", "text": "ten years"}
+        )
+        with pytest.raises(InvalidArgument) as caught:
+            knowledge.decide(
+                "ann",
+                proposal.id,
+                decision="accept",
+                reason="cleared the text",
+                record={"name": "finding:a", "text": text},
+            )
+        assert caught.value.details["rule"] == "reviewed.text"
+        assert store.proposal(proposal.id).state == "pending"
+        assert store.latest_revision("ann") == 0
+
+    def test_the_store_never_accepts_a_record_without_text(
+        self, knowledge: Knowledge, store: KnowledgeStore
+    ) -> None:
+        proposal = knowledge.propose(
+            "ann", source=SOURCE, record={"name": "finding:a", "text": "ten years"}
+        )
+        decision = Decision("accept_with_edits", "ann", "2026-11-29T12:00:00.000000Z", "edit")
+        with pytest.raises(InvalidArgument):
+            store.accept(
+                proposal.id, decision, Record.parse({"name": "finding:a", "text": " "}), "ann"
+            )
+        assert store.proposal(proposal.id).state == "pending"
+        assert (store.latest_revision("ann"), store.revisions("ann")) == (0, [])
 
     def test_accepting_creates_the_next_revision_with_source_and_decision(
         self, knowledge: Knowledge, store: KnowledgeStore, clock: FakeClock
