@@ -234,7 +234,7 @@ def _says_something(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 # Reviewed knowledge says something: a reviewed record's text holds more than white space.
-REVIEWED_RECORD = copy.deepcopy(RECORD)
+REVIEWED_RECORD: dict[str, Any] = copy.deepcopy(RECORD)
 REVIEWED_RECORD["properties"]["text"] = {
     "type": "string",
     "minLength": 1,
