@@ -18,9 +18,21 @@ request mentioned, her agent token); afterwards her notebook, document, proposal
 must be exactly as before. Separately counted: refusals with a code outside the denial codes
 (``unauthenticated``, ``forbidden``, ``not_found``, or a redirect to sign in on the panel).
 
-    python stress/authz_matrix.py
+Then the purge worker's credential (SPEC §3), which may tombstone a notebook past its forget
+time (its content going with it) and mark empty one stuck opening past the grace, and nothing
+else: every other thing is tried with it on notebooks in each situation (unexpired, expired,
+forgotten, stuck opening, opening in progress) — as raw SQL on its own connection on the
+embedded backend (state changes, forged stamps, deletes, inserts, reads of notes, PRAGMAs,
+ATTACH, TEMP objects, dropping its checks) or as the purge role on PostgreSQL (the same SQL,
+and its functions with forged values), and through its own methods with a forged ``now``. An
+attempt got through if anything changed, a note or a not-yet-expired id came back, or a file
+was left; afterwards the legitimate purge must still purge and empty exactly the right two.
 
-Prints ``cross-owner access: 0`` and exits 1 on any crossing or improper refusal.
+    python stress/authz_matrix.py                # HTTP, MCP, panel; the embedded purge credential
+    python stress/authz_matrix.py --postgres     # and the purge role on a throwaway PostgreSQL
+
+Prints ``cross-owner access: 0`` and ``0 of N forbidden attempts got through``, and exits 1 on
+any crossing, improper refusal or purge attempt that got through.
 """
 
 from __future__ import annotations
@@ -31,13 +43,29 @@ import hmac
 import json
 import re
 import secrets
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from harness import Server, common_arguments, report, scratch, seed_of
+from harness import (
+    Server,
+    Target,
+    common_arguments,
+    postgres_target,
+    report,
+    scratch,
+    script_command,
+    seed_of,
+)
+from oh.core.changes import parse_changes
+from oh.core.clock import utc_text
+from oh.core.notebook import new_notebook_id
 from oh.panel.sessions import SESSION_COOKIE
+from oh.testing.memory_store import T0
 
 SOURCE = {"document": "hughes-2018.pdf", "passage": "Recovery took ten years.", "locator": "p. 4"}
 DENIALS = {"unauthenticated", "forbidden", "not_found"}
@@ -396,9 +424,337 @@ def state_of(world: dict[str, Any]) -> Any:
     return json.dumps([notebook, records, knowledge, document], sort_keys=True)
 
 
-def run(directory: Path, seed: int) -> dict[str, Any]:
+# -- the purge credential ------------------------------------------------------------------------
+
+# The purge worker's credential (``oh purge``) may tombstone a notebook past its forget time,
+# taking its content with it, and mark empty one stuck opening past the grace; nothing else.
+# Here every other thing is tried with it, as raw SQL on its own connection (the embedded
+# backend) or as the purge role (PostgreSQL), and through its own methods with forged values.
+# The database judges by its own clock, so "not expired" is a notebook forgetting a century
+# after T0 and "opening in progress" one started then.
+CENTURY = timedelta(days=36525)
+LATER = T0 + timedelta(hours=25)  # `old` is past its forget time, `stuck` past the grace
+FAR = datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)
+MARKER = "PURGE-MUST-NOT-READ"
+
+# (label, SQL with ? placeholders, parameters: "@name" is that notebook's id)
+PURGE_SQL: list[tuple[str, str, tuple[str, ...]]] = [
+    ("reopen a stuck opening", "UPDATE notebooks SET state = 'open' WHERE id = ?", ("@stuck",)),
+    ("open a fresh opening", "UPDATE notebooks SET state = 'open' WHERE id = ?", ("@opening",)),
+    (
+        "tombstone an unexpired notebook",
+        "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?",
+        (utc_text(FAR), "@young"),
+    ),
+    (
+        "delete an unexpired notebook's notes",
+        "DELETE FROM records WHERE notebook_id = ?",
+        ("@young",),
+    ),
+    ("delete an unexpired notebook's log", "DELETE FROM log WHERE notebook_id = ?", ("@young",)),
+    ("delete notes, keep the notebook", "DELETE FROM records WHERE notebook_id = ?", ("@old",)),
+    (
+        "empty a fresh opening",
+        "UPDATE notebooks SET state = 'empty', purged_at = ? WHERE id = ?",
+        (utc_text(FAR), "@opening"),
+    ),
+    (
+        "empty an open notebook",
+        "UPDATE notebooks SET state = 'empty', purged_at = ? WHERE id = ?",
+        (utc_text(LATER), "@old"),
+    ),
+    (
+        "tombstone with a malformed stamp",
+        "UPDATE notebooks SET state = 'purged', purged_at = 'soon' WHERE id = ?",
+        ("@old",),
+    ),
+    ("un-purge", "UPDATE notebooks SET state = 'open' WHERE id = ?", ("@gone",)),
+    (
+        "restamp a tombstone",
+        "UPDATE notebooks SET purged_at = ? WHERE id = ?",
+        (utc_text(LATER), "@gone"),
+    ),
+    (
+        "move a forget time",
+        "UPDATE notebooks SET forgets_at = ? WHERE id = ?",
+        (utc_text(FAR), "@young"),
+    ),
+    (
+        "move a start time",
+        "UPDATE notebooks SET started_at = ? WHERE id = ?",
+        (utc_text(T0), "@opening"),
+    ),
+    ("change an owner", "UPDATE notebooks SET owner = 'mallory' WHERE id = ?", ("@young",)),
+    ("change a note", "UPDATE records SET content = '{}' WHERE notebook_id = ?", ("@young",)),
+    (
+        "create a notebook",
+        "INSERT INTO notebooks (id, owner, document, run, state, started_at, forgets_at,"
+        " version, head_hash) VALUES ('nb_new', 'o', 'd', 'r', 'open', 'a', 'b', 0, 'h')",
+        (),
+    ),
+    (
+        "write a note",
+        "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at,"
+        " version) VALUES (?, 'note:x', 'note', '{}', 'd', 'a', 'w', 1)",
+        ("@young",),
+    ),
+    ("delete a tombstone", "DELETE FROM notebooks WHERE id = ?", ("@gone",)),
+    ("read a note", "SELECT content FROM records WHERE notebook_id = ?", ("@young",)),
+    ("read a log", "SELECT content, request_id FROM log WHERE notebook_id = ?", ("@young",)),
+    ("read names", "SELECT name, digest FROM records WHERE notebook_id = ?", ("@young",)),
+    ("read who", "SELECT owner, document, run FROM notebooks WHERE id = ?", ("@young",)),
+]
+LIBSQL_ONLY = [
+    "PRAGMA journal_mode=DELETE",
+    "PRAGMA secure_delete=OFF",
+    "PRAGMA synchronous=OFF",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA writable_schema=ON",
+    "PRAGMA recursive_triggers=ON",
+    "PRAGMA query_only=ON",
+    "PRAGMA user_version=7",
+    "PRAGMA wal_checkpoint(TRUNCATE)",
+    "PRAGMA optimize",
+    "ATTACH DATABASE ':memory:' AS stash",
+    "VACUUM INTO 'stash-copy.db'",
+    "VACUUM",
+    "ANALYZE",
+    "CREATE TABLE stash (content TEXT)",
+    "CREATE TEMP TABLE stash (content TEXT)",
+    "CREATE TEMP VIEW notebooks AS SELECT 1 AS id",
+    "CREATE TEMP TRIGGER quiet BEFORE UPDATE ON main.notebooks BEGIN SELECT 1; END",
+    "DROP TRIGGER temp.oh_purge_changes",
+    "DROP TRIGGER temp.oh_purge_content",
+    "DROP TRIGGER notebooks_stay_purged",
+    "DROP TABLE records",
+    "ALTER TABLE notebooks ADD COLUMN note TEXT",
+    "SELECT load_extension('libstash')",
+    "SELECT sql FROM sqlite_temp_master",
+    "DELETE FROM records RETURNING content",
+]
+POSTGRES_ONLY: list[tuple[str, tuple[str, ...]]] = [
+    ("SELECT oh_purge_notebook(?, ?)", ("@young", utc_text(FAR))),
+    ("SELECT oh_purge_notebook(?, ?)", ("@old", "soon")),
+    ("SELECT oh_purge_notebook(?, ?)", ("@old", "")),
+    ("SELECT oh_mark_empty(?, ?, ?)", ("@opening", utc_text(FAR), utc_text(FAR))),
+    ("SELECT oh_mark_empty(?, ?, ?)", ("@stuck", utc_text(FAR), "soon")),
+    ("SELECT oh_delete_content(?)", ("@young",)),
+    ("SELECT * FROM oh_expired_notebooks(?, 100)", (utc_text(FAR),)),
+    ("SELECT * FROM oh_stale_openings(?, 100)", (utc_text(FAR),)),
+    ("TRUNCATE records", ()),
+    ("CREATE TABLE stash (content TEXT)", ()),
+    ("SET ROLE oh_app", ()),
+    ("CHECKPOINT", ()),
+]
+
+
+def purge_world(target: Target) -> dict[str, str]:
+    """One notebook in each situation, written by the application, then closed."""
+    from oh.notebooks import Notebooks
+
+    store = target.open()
+    try:
+        clock = lambda: T0  # noqa: E731 - the injected clock of every write here
+        young = Notebooks(store, clock=clock, lifetime=CENTURY).open("ann", "doc", "young")
+        old = Notebooks(store, clock=clock).open("ann", "doc", "old")
+        gone = Notebooks(store, clock=clock).open("ann", "doc", "gone")
+        for notebook in (young, old, gone):
+            store.remember(
+                notebook.id,
+                based_on=0,
+                request_id="r-1",
+                changes=parse_changes(
+                    [{"op": "add", "record": {"name": "note:a", "text": MARKER}}]
+                ),
+                author="agent:purge-matrix",
+                now=T0,
+            )
+        store.forget(gone.id, T0)
+        ids = {"young": young.id, "old": old.id, "gone": gone.id}
+        for name, started in (("stuck", T0), ("opening", T0 + CENTURY)):
+            ids[name] = new_notebook_id()
+            store.create_notebook(
+                ids[name],
+                owner="ann",
+                document="doc",
+                run=name,
+                started_at=started,
+                forgets_at=started + timedelta(hours=24),
+            )
+        return ids
+    finally:
+        store.close()
+
+
+def _observer(target: Target, access: Any) -> Any:
+    """A reader of every row, apart from the purge credential: on the embedded backend the
+    same SQLite library as the credential (two libraries in one process would not share their
+    POSIX locks), connected only while it reads (so a journal-mode switch would not merely find
+    the file busy), plus the credential's own connection settings; on PostgreSQL the
+    application role."""
+    if target.kind == "postgres":
+        return lambda: target.execute(
+            "SELECT id, state, started_at, forgets_at, purged_at, owner, version,"
+            " (SELECT count(*) FROM records r WHERE r.notebook_id = n.id),"
+            " (SELECT count(*) FROM log l WHERE l.notebook_id = n.id)"
+            " FROM notebooks n ORDER BY id"
+        )
+    import sqlite3
+
+    from oh.storage.libsql import purge_authorizer
+
+    def own_settings() -> list[Any]:
+        conn = access._conn
+        conn.set_authorizer(None)  # the test looks; the attacker's statements never do
+        try:
+            settings = ("secure_delete", "synchronous", "foreign_keys", "recursive_triggers")
+            triggers = "SELECT name FROM sqlite_temp_master ORDER BY name"
+            return [conn.execute(f"PRAGMA {p}").fetchall() for p in settings] + [
+                conn.execute(triggers).fetchall()
+            ]
+        finally:
+            conn.set_authorizer(purge_authorizer)
+
+    def rows() -> Any:
+        conn = sqlite3.connect(target.location, isolation_level=None)
+        try:
+            tables = [
+                t for (t,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+            ]
+            state = {
+                t: sorted(map(repr, conn.execute(f"SELECT * FROM {t}"))) for t in sorted(tables)
+            }
+            schema = sorted(conn.execute("SELECT type, name, sql FROM sqlite_master").fetchall())
+            header = [
+                conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("journal_mode", "user_version")
+            ]
+        finally:
+            conn.close()
+        return state, schema, header, own_settings()
+
+    return rows
+
+
+def purge_attempts(target: Target, ids: dict[str, str]) -> dict[str, Any]:
+    """Every forbidden attempt through the purge credential, then the purge it may do."""
+    from oh.notebooks import purge_expired
+
+    access = target.purge_access()
+    snapshot = _observer(target, access)
+    attempts: list[tuple[str, str, tuple[Any, ...]]] = list(PURGE_SQL)
+    if target.kind == "libsql":
+        attempts += [(sql, sql, ()) for sql in LIBSQL_ONLY]
+    else:
+        attempts += [(f"{sql} {params}", sql, params) for sql, params in POSTGRES_ONLY]
+    through: list[str] = []
+    refused = 0
+    try:
+        for label, sql, params in attempts:
+            values = tuple(ids[p[1:]] if str(p).startswith("@") else p for p in params)
+            before = snapshot()
+            try:
+                answer = repr(_as_purge(target, access, sql, values))
+            except Exception as exc:  # the refusal: its type differs by driver
+                answer = f"refused: {type(exc).__name__}"
+                refused += 1
+            listed = [i for name, i in ids.items() if name in ("young", "opening") and i in answer]
+            if snapshot() != before or MARKER in answer or listed:
+                through.append(f"{label}: {answer[:120]}")
+        # Its own methods with a forged "now" and cutoff.
+        forged = [
+            ("list unexpired as expired", access.expired(FAR), [ids["old"]]),
+            ("list fresh openings as stuck", access.stale_openings(FAR), [ids["stuck"]]),
+            ("purge early", access.purge([ids["young"]], FAR), {}),
+            ("empty early", access.mark_empty([ids["opening"]], FAR, FAR), []),
+        ]
+        for label, got, allowed in forged:
+            if got != allowed:
+                through.append(f"{label}: {got!r}")
+        attempted = len(attempts) + len(forged)
+        # What it may do, by the injected clock: the expired one and the stuck one, nothing else.
+        report = purge_expired(access, LATER)
+        again = purge_expired(access, FAR)
+        legitimate = (
+            report.purged == [ids["old"]]
+            and report.emptied == [ids["stuck"]]
+            and again.purged == again.emptied == []
+        )
+    finally:
+        access.close()
+    return {
+        "backend": target.kind,
+        "attempts": attempted,
+        "refused_with_an_error": refused,
+        "got_through": through,
+        "legitimate_purge": legitimate,
+    }
+
+
+def _as_purge(target: Target, access: Any, sql: str, params: tuple[Any, ...]) -> Any:
+    if target.kind == "libsql":
+        return access._conn.execute(sql, params).fetchall()
+    import psycopg
+
+    with psycopg.connect(target.purge_location, autocommit=True) as conn:
+        text = sql.replace("?", "%s") if params else sql
+        cursor = conn.execute(text, params or None)
+        return cursor.fetchall() if cursor.description else cursor.rowcount
+
+
+def purge_matrix(target: Target) -> dict[str, Any]:
+    """The purge credential's attempts on ``target``: on the embedded backend in a process of its
+    own (as ``oh purge`` runs), after the application wrote the notebooks and closed."""
+    ids = purge_world(target)
+    if target.kind == "postgres":
+        result = purge_attempts(target, ids)
+    else:
+        done = subprocess.run(
+            script_command(
+                "authz_matrix.py", "--purge-attempts", json.dumps(target.to_json()), json.dumps(ids)
+            ),
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=600,
+            cwd=Path(target.location).parent,  # where a VACUUM INTO would leave its copy
+        )
+        if done.returncode != 0:
+            return {
+                "backend": target.kind,
+                "attempts": 0,
+                "got_through": [done.stderr[-2000:]],
+                "legitimate_purge": False,
+            }
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    stash = (
+        [p.name for p in Path(target.location).parent.glob("stash*")]
+        if target.kind == "libsql"
+        else []
+    )
+    result["got_through"] += [f"left a file: {name}" for name in stash]
+    result["ok"] = not result["got_through"] and result["legitimate_purge"]
+    return result
+
+
+def run(directory: Path, seed: int, *, postgres: bool = False) -> dict[str, Any]:
+    """The matrix over HTTP, MCP and the panel, then the purge credential's (embedded, and on
+    a throwaway PostgreSQL with ``postgres``)."""
     with Server(directory / "data") as server:
-        return run_on(server, seed)
+        summary = run_on(server, seed)
+    (directory / "purge").mkdir()
+    purges = [purge_matrix(Target.libsql(directory / "purge"))]
+    if postgres:
+        with postgres_target() as target:
+            purges.append(purge_matrix(target))
+    through = sum(len(p["got_through"]) for p in purges)
+    attempts = sum(p["attempts"] for p in purges)
+    summary["purge_credential"] = purges
+    summary["figure"] += (
+        f"; purge credential ({', '.join(p['backend'] for p in purges)}):"
+        f" {through} of {attempts} forbidden attempts got through"
+    )
+    summary["ok"] = summary["ok"] and all(p["ok"] for p in purges)
+    return summary
 
 
 def run_on(server: Server, seed: int) -> dict[str, Any]:
@@ -435,12 +791,20 @@ def run_on(server: Server, seed: int) -> dict[str, Any]:
 
 
 def main() -> int:
+    if len(sys.argv) > 3 and sys.argv[1] == "--purge-attempts":
+        # The embedded purge credential's own process (see purge_matrix).
+        target, ids = Target.from_json(sys.argv[2]), json.loads(sys.argv[3])
+        print(json.dumps(purge_attempts(target, ids)))
+        return 0
     parser = common_arguments(__doc__)
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument(
+        "--postgres", action="store_true", help="also try the purge role on a throwaway PostgreSQL"
+    )
     args = parser.parse_args()
     seed = seed_of(args.seed)
     with scratch("oh-authz-", args.keep) as tmp:
-        summary = run(tmp, seed)
+        summary = run(tmp, seed, postgres=args.postgres)
     return report(summary, args.json)
 
 

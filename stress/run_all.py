@@ -60,6 +60,7 @@ SUITES: list[tuple[str, str, str, list[str], list[str]]] = [
     ),
     ("purge races", "libsql", "purge_race.py", ["--races", "10000"], ["--races", "200"]),
     ("authorization", "libsql", "authz_matrix.py", [], []),
+    ("authorization", "libsql + postgres purge", "authz_matrix.py", ["--postgres"], ["--postgres"]),
     (
         "malformed input",
         "libsql",

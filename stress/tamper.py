@@ -323,7 +323,9 @@ def run(target: Target, trials: int, seed: int, *, notebooks: int = 4) -> dict[s
     ids = fill(target, seed, notebooks, entries=25)
     store = target.open()
     raw = Raw(target)
-    tools = Tools(store, None, SECRET)
+    # The notebooks opened at T0 and forget a day later: the reads happen at T0 too, not at
+    # whatever the wall clock says (past T0 + 24 h, every read would answer `expired`).
+    tools = Tools(store, None, SECRET, clock=lambda: T0)
     truth = {notebook_id: replay(store.log(notebook_id)) for notebook_id in ids}
     counts = {
         "detected": 0,

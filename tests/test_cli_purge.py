@@ -85,3 +85,16 @@ def test_a_bad_interval_is_refused(tmp_path: Path, every: str) -> None:
     )
     assert done.returncode == 2
     assert "--every" in done.stderr
+
+
+@pytest.mark.parametrize("grace", ["0", "60", "599", "soon"])
+def test_an_opening_grace_below_the_databases_floor_is_refused(tmp_path: Path, grace: str) -> None:
+    _expired_notebook(tmp_path)
+    done = subprocess.run(
+        _oh("purge", "--opening-grace", grace, "--data", str(tmp_path)),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert "--opening-grace" in done.stderr
+    assert done.stdout == ""  # refused before any pass

@@ -14,14 +14,19 @@ from typing import Any
 import psycopg
 import pytest
 
+from oh.core.clock import from_utc_text
+from oh.core.notebook import new_notebook_id
 from oh.notebooks import Notebooks, purge_expired
+from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE
 from oh.storage.postgres import PostgresMemoryStore, PostgresPurgeAccess, roles_sql
 from oh.testing.lifecycle import FakeClock
-from oh.testing.memory_store import add, write
+from oh.testing.memory_store import T0, add, write
 from oh.testing.postgres_cluster import APP_ROLE, PURGE_ROLE, Schema, fresh_schema, shared_cluster
 
 DENIED = r"permission denied"
 MARKER = "a note the purge role must never read"
+CENTURY = timedelta(days=36525)  # unexpired by the database's clock whenever the suite runs
+FAR = "9999-12-31T23:59:59.999999Z"  # a "now" the purge role might claim
 
 
 @pytest.fixture
@@ -47,6 +52,28 @@ def notebook(store: PostgresMemoryStore, clock: FakeClock) -> str:
     opened = Notebooks(store, clock=clock).open("ann", "doc", "run-1")
     write(store, opened.id, 0, "r-1", add("note:a", MARKER), now=clock())
     return opened.id
+
+
+@pytest.fixture
+def young(store: PostgresMemoryStore, clock: FakeClock) -> str:
+    opened = Notebooks(store, clock=clock, lifetime=CENTURY).open("ann", "doc", "young")
+    write(store, opened.id, 0, "r-1", add("note:a", MARKER), now=clock())
+    return opened.id
+
+
+@pytest.fixture
+def opening(store: PostgresMemoryStore) -> str:
+    """A notebook still opening, that the database's clock has not yet seen start."""
+    notebook_id = new_notebook_id()
+    store.create_notebook(
+        notebook_id,
+        owner="ann",
+        document="doc",
+        run="opening",
+        started_at=T0 + CENTURY,
+        forgets_at=T0 + CENTURY + timedelta(hours=24),
+    )
+    return notebook_id
 
 
 def as_purge(schema: Schema, sql: str, params: tuple[Any, ...] = ()) -> Any:
@@ -201,3 +228,62 @@ def test_granted_before_or_after_the_first_start_the_purge_works(schema: Schema)
     store.close()
     schema.cluster.execute(roles_sql(schema=schema.name, app_role=APP_ROLE, purge_role=PURGE_ROLE))
     assert as_purge(schema, "SELECT * FROM oh_stale_openings('9999', 10)") == []
+
+
+# -- the purge functions check values, judged by the database's own clock ----------------------
+
+
+def test_a_forged_now_cannot_purge_a_notebook_that_has_not_expired(
+    schema: Schema, store: PostgresMemoryStore, young: str
+) -> None:
+    assert as_purge(schema, "SELECT * FROM oh_expired_notebooks(%s, 10)", (FAR,)) == []
+    assert as_purge(schema, "SELECT oh_purge_notebook(%s, %s)", (young, FAR)) == [(None,)]
+    assert store.notebook(young).state == "open"
+    assert store.record(young, "note:a") is not None
+
+
+def test_a_forged_cutoff_cannot_empty_an_opening_in_progress(
+    schema: Schema, store: PostgresMemoryStore, opening: str
+) -> None:
+    assert as_purge(schema, "SELECT * FROM oh_stale_openings(%s, 10)", (FAR,)) == []
+    assert as_purge(schema, "SELECT oh_mark_empty(%s, %s, %s)", (opening, FAR, FAR)) == [(False,)]
+    assert store.notebook(opening).state == "opening"
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["", "soon", "2026-11-30 13:00:00", "2026-11-30T13:00:00Z", "2026-13-45T25:61:61.000000Z"],
+)
+def test_the_purge_functions_take_only_a_real_stamp(
+    schema: Schema, store: PostgresMemoryStore, notebook: str, stamp: str
+) -> None:
+    """``notebook`` forgot a day after T0: expired by the database's clock."""
+    with pytest.raises(psycopg.Error, match="not a time stamp"):
+        as_purge(schema, "SELECT oh_purge_notebook(%s, %s)", (notebook, stamp))
+    assert store.notebook(notebook).state == "open"
+    assert store.record(notebook, "note:a") is not None
+
+
+def test_a_forged_now_stamps_the_tombstone_no_later_than_the_databases_clock(
+    schema: Schema, store: PostgresMemoryStore, notebook: str
+) -> None:
+    [(counts,)] = as_purge(schema, "SELECT oh_purge_notebook(%s, %s)", (notebook, FAR))
+    assert counts is not None
+    tombstone = store.notebook(notebook)
+    assert tombstone.state == "purged"
+    assert tombstone.purged_at is not None
+    assert tombstone.forgets_at <= tombstone.purged_at < FAR
+
+
+def test_the_databases_bounds_are_the_librarys(schema: Schema, store: PostgresMemoryStore) -> None:
+    """Migration 0005 writes the allowance and the grace floor as SQL; they must be these."""
+    with psycopg.connect(schema.url()) as conn:
+        bound, clock, floor = conn.execute(
+            "SELECT oh_purge_bound(), to_char(now() AT TIME ZONE 'UTC',"
+            ' \'YYYY-MM-DD"T"HH24:MI:SS.US"Z"\'), oh_opening_floor(%s)',
+            ("2026-11-30T13:00:00.000000Z",),
+        ).fetchone()
+    assert from_utc_text(bound) - from_utc_text(clock) == PURGE_CLOCK_ALLOWANCE
+    assert from_utc_text("2026-11-30T13:00:00.000000Z") - from_utc_text(floor) == (
+        OPENING_GRACE_FLOOR
+    )

@@ -196,6 +196,16 @@ def test_no_wrong_credential_reaches_another_owners_notebook(server: Any) -> Non
     assert summary["improper"] == []  # every refusal unauthenticated, forbidden or not_found
 
 
+@pytest.mark.parametrize("backend", ["libsql", "postgres"])
+def test_the_purge_credential_can_only_purge(backend: str, request: pytest.FixtureRequest) -> None:
+    target = request.getfixturevalue(backend)
+    summary = stress("authz_matrix").purge_matrix(target)
+    assert summary["got_through"] == []
+    assert summary["attempts"] > 30
+    assert summary["legitimate_purge"]
+    assert summary["ok"]
+
+
 def test_a_non_ascii_agent_token_is_unauthenticated(server: Any) -> None:
     import httpx
 

@@ -19,6 +19,7 @@ from oh import __version__
 from oh.config import Locations, is_postgres_url, open_knowledge_store, open_memory_store
 from oh.errors import OhError
 from oh.profiles.cli import register as register_profile
+from oh.storage.base import OPENING_GRACE_FLOOR
 from oh.verify import verify_knowledge, verify_store
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -79,6 +80,20 @@ def parse_every(text: str) -> float:
         ) from None
     if not seconds > 0:
         raise argparse.ArgumentTypeError("the interval must be positive")
+    return seconds
+
+
+def parse_grace(text: str) -> float:
+    """``--opening-grace`` in seconds, no shorter than the floor the database enforces."""
+    floor = OPENING_GRACE_FLOOR.total_seconds()
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not seconds >= floor:
+        raise argparse.ArgumentTypeError(
+            f"at least {floor:.0f}: the database never lets the purge end a younger opening"
+        )
     return seconds
 
 
@@ -317,10 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
             )
             command.add_argument(
                 "--opening-grace",
-                type=float,
+                type=parse_grace,
                 default=600.0,
                 metavar="SECONDS",
-                help="mark empty a notebook still opening after this long (default 600)",
+                help="mark empty a notebook still opening after this long (default and least 600)",
             )
     return parser
 

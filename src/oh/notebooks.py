@@ -18,7 +18,7 @@ from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
 from oh.core.notebook import Notebook, check_not_closed, new_notebook_id
 from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
-from oh.storage.base import KnowledgeSource, MemoryStore, PurgeAccess
+from oh.storage.base import OPENING_GRACE_FLOOR, KnowledgeSource, MemoryStore, PurgeAccess
 
 __all__ = [
     "DEFAULT_LIFETIME",
@@ -32,7 +32,8 @@ __all__ = [
 
 DEFAULT_LIFETIME = timedelta(hours=24)
 # A notebook still ``opening`` after this long never finished opening: the purge marks it empty.
-DEFAULT_OPENING_GRACE = timedelta(minutes=10)
+# Never shorter than the floor the database itself enforces on the purge credential.
+DEFAULT_OPENING_GRACE = OPENING_GRACE_FLOOR
 
 Pin = int | Literal["latest"]
 # Prepares what a notebook needs before it opens (e.g. the bootstrap), between phase one (row
@@ -168,7 +169,16 @@ def purge_expired(
     batch: int = 200,
 ) -> PurgeReport:
     """One purge pass: delete every notebook past its forget time, mark ``empty`` every notebook
-    stuck in ``opening`` longer than ``opening_grace``, then compact the files."""
+    stuck in ``opening`` longer than ``opening_grace``, then compact the files.
+
+    ``opening_grace`` may not be shorter than ``OPENING_GRACE_FLOOR``: the database refuses the
+    purge credential anything shorter, so a shorter grace would silently not be honoured.
+    """
+    if opening_grace < OPENING_GRACE_FLOOR:
+        raise InvalidArgument(
+            f"the opening grace must be at least {OPENING_GRACE_FLOOR.total_seconds():.0f}"
+            " seconds (the database never lets the purge end a younger opening)"
+        )
     report = PurgeReport(at=utc_text(now))
     while ids := access.expired(now, limit=batch):
         done = access.purge(ids, now)

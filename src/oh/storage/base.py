@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple, Protocol
 
 from oh.core.answers import Answer
@@ -19,6 +19,8 @@ from oh.core.records import Record, StoredRecord
 from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Revision
 
 __all__ = [
+    "OPENING_GRACE_FLOOR",
+    "PURGE_CLOCK_ALLOWANCE",
     "HostRegistry",
     "KnowledgeSource",
     "KnowledgeStore",
@@ -153,6 +155,17 @@ class MemoryStore(Protocol):
         them, in one transaction. ``already_exists`` if its id or run is taken. The caller has
         checked the chain (``oh.transfer``); ``entries`` may be a stream."""
         ...
+
+
+# What the purge credential may claim is "now", bounded by the database itself: at most the
+# database's own clock plus this allowance (for a worker whose clock runs a little ahead). A
+# forged "now" can so purge a notebook at most this much before its forget time. The PostgreSQL
+# migration 0005 writes the same figure.
+PURGE_CLOCK_ALLOWANCE = timedelta(minutes=1)
+# The database lets the purge credential mark ``empty`` only a notebook that has been opening at
+# least this long before the (bounded) stamp it records, whatever cutoff it passes: a shorter
+# grace would let it end openings still in progress.
+OPENING_GRACE_FLOOR = timedelta(minutes=10)
 
 
 class PurgeAccess(Protocol):

@@ -50,7 +50,7 @@ from oh.errors import (
     RequestIdReused,
     StorageUnavailable,
 )
-from oh.storage.base import RecordCheck
+from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck
 from oh.storage.rows import (
     ANSWER_COLUMNS,
     NOTEBOOK_COLUMNS,
@@ -1011,25 +1011,75 @@ _PURGE_READABLE = {
     "schema_migrations": {"version"},
 }
 _PURGE_UPDATABLE = {"notebooks": {"state", "purged_at"}}
-_PURGE_PRAGMAS = {"wal_checkpoint", "secure_delete", "synchronous", "busy_timeout", "journal_mode"}
+# Functions no statement on the purge connection may call (the standard library disables
+# extension loading already; this says so where the rest of the rules are).
+_PURGE_FUNCTIONS_DENIED = {"load_extension"}
+
+# The database's own clock, as `utc_text` writes a stamp (SQLite's %f is seconds with three
+# decimals, so the stamp ends in 000Z), and where the purge may stamp at most.
+_STAMP_FORMAT = "%Y-%m-%dT%H:%M:%f000Z"
+_STAMP_SHAPE = "'" + "-".join(["[0-9]" * 4, "[0-9]" * 2, "[0-9]" * 2]) + "T"
+_STAMP_SHAPE += ":".join(["[0-9]" * 2] * 3) + "." + "[0-9]" * 6 + "Z'"
+_ALLOWANCE = f"'+{int(PURGE_CLOCK_ALLOWANCE.total_seconds())} seconds'"
+_FLOOR = f"'-{int(OPENING_GRACE_FLOOR.total_seconds())} seconds'"
+_BOUND = f"strftime('{_STAMP_FORMAT}', 'now', {_ALLOWANCE})"
+
+
+# The values the purge connection may write, checked by TEMP triggers: they exist only on this
+# connection (the application's connections pay nothing), and the authorizer forbids dropping
+# or adding any, so no statement on it can get around them. A notebook's state changes only from
+# `open` (or `expired`) to `purged` once its forget time has passed, or from `opening` to
+# `empty` once it has been opening for the grace floor, with a well-formed stamp no later than
+# the database's clock plus the allowance; a tombstone may be touched only without changing it.
+# Content is deleted by the second trigger, after such a change and nowhere else: the authorizer
+# allows a DELETE only inside it. So a tombstone always takes its notebook's content with it,
+# and nothing else on this connection can delete a row.
+_TOMBSTONE_GUARD = "oh_purge_changes"
+_CONTENT_DELETER = "oh_purge_content"
+_PURGE_GUARDS = [
+    f"CREATE TEMP TRIGGER {_TOMBSTONE_GUARD} BEFORE UPDATE ON main.notebooks"
+    " WHEN NOT coalesce(OLD.state IN ('purged', 'empty') AND NEW.state IS OLD.state"
+    " AND NEW.purged_at IS OLD.purged_at"
+    f" OR NEW.purged_at GLOB {_STAMP_SHAPE} AND NEW.purged_at <= {_BOUND}"
+    " AND (OLD.state IN ('open', 'expired') AND NEW.state = 'purged'"
+    " AND OLD.forgets_at <= NEW.purged_at"
+    " OR OLD.state = 'opening' AND NEW.state = 'empty'"
+    f" AND OLD.started_at <= strftime('{_STAMP_FORMAT}', NEW.purged_at, {_FLOOR})), 0)"
+    " BEGIN SELECT RAISE(ABORT, 'oh: denied to the purge credential: it may only tombstone"
+    " a notebook past its forget time, or mark empty one stuck opening'); END",
+    f"CREATE TEMP TRIGGER {_CONTENT_DELETER} AFTER UPDATE ON main.notebooks BEGIN "
+    + " ".join(f"DELETE FROM {table} WHERE notebook_id = OLD.id;" for table in CONTENT_TABLES)
+    + " END",
+]
+# What `purge` reports: the rows each content table holds for a notebook that is due.
+_CONTENT_COUNTS = ", ".join(
+    f"(SELECT count(*) FROM {table} WHERE notebook_id = n.id)" for table in CONTENT_TABLES
+)
 
 
 def purge_authorizer(
-    action: int, arg1: str | None, arg2: str | None, _db: str | None, _trigger: str | None
+    action: int, arg1: str | None, arg2: str | None, db: str | None, trigger: str | None
 ) -> int:
-    """SQLite authorizer for the purge connection: deletes and the two state changes only."""
+    """SQLite authorizer for the purge connection: reads of metadata and updates of a notebook's
+    state and stamp on the main database, and deletes from content tables only inside the TEMP
+    trigger that follows a tombstone; no PRAGMA, DDL, ATTACH or INSERT. (Which values an update
+    may write, the TEMP trigger before it decides.) ``trigger`` is the innermost trigger running
+    the statement: only the purge connection's own, since no other can be created on it."""
     allowed = sqlite3.SQLITE_OK
-    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_FUNCTION):
+    if action in (sqlite3.SQLITE_SELECT, sqlite3.SQLITE_TRANSACTION):
         return allowed
+    if action == sqlite3.SQLITE_FUNCTION:
+        return sqlite3.SQLITE_DENY if arg2 in _PURGE_FUNCTIONS_DENIED else allowed
+    if db != "main":
+        return sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_READ:
         return allowed if arg2 in _PURGE_READABLE.get(arg1 or "", ()) else sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_DELETE:
-        return allowed if arg1 in CONTENT_TABLES else sqlite3.SQLITE_DENY
+        deleting = arg1 in CONTENT_TABLES and trigger == _CONTENT_DELETER
+        return allowed if deleting else sqlite3.SQLITE_DENY
     if action == sqlite3.SQLITE_UPDATE:
         return allowed if arg2 in _PURGE_UPDATABLE.get(arg1 or "", ()) else sqlite3.SQLITE_DENY
-    if action == sqlite3.SQLITE_PRAGMA:
-        return allowed if arg1 in _PURGE_PRAGMAS else sqlite3.SQLITE_DENY
-    return sqlite3.SQLITE_DENY  # INSERT, CREATE, DROP, ALTER, ATTACH, ...
+    return sqlite3.SQLITE_DENY  # PRAGMA, INSERT, CREATE, DROP, ALTER, ATTACH, ANALYZE, ...
 
 
 class LibsqlPurgeAccess:
@@ -1037,8 +1087,12 @@ class LibsqlPurgeAccess:
 
     It can list notebooks past their forget time, delete one that is (still) past it leaving the
     tombstone, and mark ``empty`` one stuck in ``opening``. The connection behind it carries an
-    SQLite authorizer that denies every INSERT, every read of a content column and every other
-    update, so even code holding this object cannot create, reopen, write or read notes.
+    SQLite authorizer that denies every INSERT, PRAGMA and schema change, every read of a
+    content column and every other update, and TEMP triggers that check the values it writes:
+    even arbitrary SQL on it cannot create, reopen, write or read notes, tombstone a notebook
+    that is not expired or keep its content, or mark empty an opening still within its grace.
+    "Expired" and "within its grace" are judged against the stamp it records, which the
+    database bounds by its own clock (``PURGE_CLOCK_ALLOWANCE``), not by the caller's ``now``.
 
     libsql has no authorizer hook, so this connection uses the standard library's SQLite on the
     same file (same format, same WAL). Run it in its own process (``oh purge``): two SQLite
@@ -1056,6 +1110,8 @@ class LibsqlPurgeAccess:
             )
             self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute("PRAGMA synchronous=FULL")
+            for guard in _PURGE_GUARDS:
+                self._conn.execute(guard)
         except sqlite3.Error as exc:
             raise translate(ValueError(str(exc))) from exc
         self._conn.set_authorizer(purge_authorizer)
@@ -1076,13 +1132,20 @@ class LibsqlPurgeAccess:
             except sqlite3.Error as exc:
                 raise translate(ValueError(str(exc))) from exc
 
+    @staticmethod
+    def _stamp(conn: sqlite3.Connection, now: datetime) -> str:
+        """``now`` as the stamp to record, at most the database's bound (what the triggers
+        accept), so a worker whose clock runs ahead purges less rather than failing."""
+        bound: str = conn.execute(f"SELECT {_BOUND}").fetchone()[0]
+        return min(utc_text(now), bound)
+
     def expired(self, now: datetime, limit: int = 1000) -> list[str]:
         """Ids of open notebooks whose forget time has passed."""
         with self._session(write=False) as conn:
             rows = conn.execute(
                 "SELECT id FROM notebooks WHERE state IN ('open', 'expired') AND forgets_at <= ?"
                 " ORDER BY forgets_at LIMIT ?",
-                (utc_text(now), limit),
+                (self._stamp(conn, now), limit),
             ).fetchall()
         return [row[0] for row in rows]
 
@@ -1090,7 +1153,9 @@ class LibsqlPurgeAccess:
         """Ids of notebooks still ``opening`` that started before ``cutoff``."""
         with self._session(write=False) as conn:
             rows = conn.execute(
-                "SELECT id FROM notebooks WHERE state = 'opening' AND started_at <= ? LIMIT ?",
+                "SELECT id FROM notebooks WHERE state = 'opening' AND started_at <= ?"
+                f" AND started_at <= strftime('{_STAMP_FORMAT}', 'now', {_ALLOWANCE}, {_FLOOR})"
+                " LIMIT ?",
                 (utc_text(cutoff), limit),
             ).fetchall()
         return [row[0] for row in rows]
@@ -1098,34 +1163,42 @@ class LibsqlPurgeAccess:
     def purge(self, notebook_ids: Iterable[str], now: datetime) -> dict[str, dict[str, int]]:
         """Delete each notebook that is still past its forget time; return counts per notebook.
 
-        The forget-time condition is re-checked inside the transaction, so a notebook that is
-        not (or no longer) expired is left alone.
+        The forget-time condition is checked inside the transaction, so a notebook that is not
+        (or no longer) expired is left alone. Setting the tombstone deletes the content (the
+        connection's TEMP trigger), so the rows are counted just before.
         """
         purged: dict[str, dict[str, int]] = {}
-        stamp = utc_text(now)
         with self._session(write=True) as conn:
+            stamp = self._stamp(conn, now)
             for notebook_id in notebook_ids:
-                changed = conn.execute(
-                    "UPDATE notebooks SET state = 'purged', purged_at = ?"
-                    " WHERE id = ? AND state IN ('open', 'expired') AND forgets_at <= ?",
-                    (stamp, notebook_id, stamp),
-                ).rowcount
-                if changed:
-                    purged[notebook_id] = delete_content(conn, notebook_id)
+                counts = conn.execute(
+                    f"SELECT {_CONTENT_COUNTS} FROM notebooks AS n"
+                    " WHERE n.id = ? AND n.state IN ('open', 'expired') AND n.forgets_at <= ?",
+                    (notebook_id, stamp),
+                ).fetchone()
+                if counts is None:
+                    continue
+                conn.execute(
+                    "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?",
+                    (stamp, notebook_id),
+                )
+                purged[notebook_id] = dict(zip(CONTENT_TABLES, counts, strict=True))
         return purged
 
     def mark_empty(self, notebook_ids: Iterable[str], cutoff: datetime, now: datetime) -> list[str]:
-        """Mark ``empty`` each notebook still ``opening`` since before ``cutoff``."""
+        """Mark ``empty`` each notebook still ``opening`` since before ``cutoff`` (and since at
+        least ``OPENING_GRACE_FLOOR`` before the stamp recorded)."""
         marked = []
         with self._session(write=True) as conn:
+            stamp = self._stamp(conn, now)
             for notebook_id in notebook_ids:
                 changed = conn.execute(
-                    "UPDATE notebooks SET state = 'empty', purged_at = ?"
-                    " WHERE id = ? AND state = 'opening' AND started_at <= ?",
-                    (utc_text(now), notebook_id, utc_text(cutoff)),
+                    "UPDATE notebooks SET state = 'empty', purged_at = ?1"
+                    " WHERE id = ?2 AND state = 'opening' AND started_at <= ?3"
+                    f" AND started_at <= strftime('{_STAMP_FORMAT}', ?1, {_FLOOR})",
+                    (stamp, notebook_id, utc_text(cutoff)),
                 ).rowcount
                 if changed:
-                    delete_content(conn, notebook_id)
                     marked.append(notebook_id)
         return marked
 
@@ -1133,16 +1206,17 @@ class LibsqlPurgeAccess:
         """As the store's ``compact``: rewrite every page, then truncate the WAL.
 
         ``VACUUM`` copies every table through a temporary database, which the authorizer would
-        refuse (it reads content to copy it); this one fixed statement, issued here and nowhere
-        else, runs with the authorizer lifted. Nothing is returned to the caller but a flag."""
+        refuse (it attaches one, and reads content to copy it), and no PRAGMA passes it; these
+        two fixed statements, issued here and nowhere else, run with the authorizer lifted.
+        Nothing is returned to the caller but a flag."""
         with self._lock:
             try:
                 self._conn.set_authorizer(None)
                 try:
                     self._conn.execute("VACUUM")
+                    busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
                 finally:
                     self._conn.set_authorizer(purge_authorizer)
-                busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
             except sqlite3.Error as exc:
                 raise translate(ValueError(str(exc))) from exc
         return bool(busy == 0)

@@ -8,13 +8,13 @@ SQL through it, and list the database's files for the forensic scan.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
 import pytest
 
-from oh.core.notebook import Notebook
+from oh.core.notebook import Notebook, new_notebook_id
 from oh.core.reviewed import ReviewedRecord
 from oh.errors import (
     AlreadyExists,
@@ -25,7 +25,7 @@ from oh.errors import (
     Purged,
 )
 from oh.notebooks import Notebooks, purge_expired
-from oh.storage.base import MemoryStore, PurgeAccess
+from oh.storage.base import OPENING_GRACE_FLOOR, MemoryStore, PurgeAccess
 from oh.testing.memory_store import T0, StoreHarness, add, write
 from oh.verify import verify_notebook
 
@@ -33,6 +33,9 @@ __all__ = ["FakeClock", "LifecycleHarness", "NotebookLifecycleConformance"]
 
 DENIED = r"(?i)not authorized|prohibited|permission denied|denied"
 MARKER = "reef-recovery-forgotten-marker-29.4C"
+CENTURY = timedelta(days=36525)
+LATER = "2026-11-30T13:00:00.000000Z"  # T0 + 25 hours: the suite's "now" in purge tests
+FAR = "9999-12-31T23:59:59.999999Z"  # a "now" the purge credential might claim
 
 
 class LifecycleHarness(StoreHarness, Protocol):
@@ -396,6 +399,130 @@ class NotebookLifecycleConformance:
         assert store.notebook(notebook.id).version == 1
         assert len(store.records(notebook.id)) == 1
         assert store.notebook_ids() == [notebook.id]
+
+    # -- the purge credential checks values, not only columns --------------------------------
+    #
+    # The database cannot see the injected clock, so it judges "expired" and "past the grace"
+    # by its own clock (plus a small allowance). A notebook this suite means to be unexpired by
+    # that clock forgets a century after T0, and an opening meant to be fresh started then:
+    # neither depends on when the suite runs, nor on a shifted process clock.
+
+    @pytest.fixture
+    def situations(
+        self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock
+    ) -> dict[str, str]:
+        """One notebook in each situation the purge credential meets, by name."""
+        young = Notebooks(store, clock=clock, lifetime=CENTURY).open("ann", "doc", "young")
+        write(store, young.id, 0, "r-1", add("note:a", MARKER), now=clock())
+        old = notebooks.open("ann", "doc", "old")
+        write(store, old.id, 0, "r-1", add("note:a", MARKER), now=clock())
+        gone = notebooks.open("ann", "doc", "gone")
+        write(store, gone.id, 0, "r-1", add("note:a", MARKER), now=clock())
+        notebooks.forget(gone.id, "ann")
+        ids = {"young": young.id, "old": old.id, "gone": gone.id}
+        for name, started in (("stuck", T0), ("opening", T0 + CENTURY)):
+            ids[name] = new_notebook_id()
+            store.create_notebook(
+                ids[name],
+                owner="ann",
+                document="doc",
+                run=name,
+                started_at=started,
+                forgets_at=started + timedelta(hours=24),
+            )
+        clock.advance(hours=25)  # `old` is past its forget time, `stuck` past the grace
+        return ids
+
+    @staticmethod
+    def _snapshot(store: MemoryStore, ids: dict[str, str]) -> Any:
+        return (
+            sorted(store.notebook_ids()),
+            {
+                name: (store.notebook(i), len(store.records(i)), len(list(store.log(i))))
+                for name, i in ids.items()
+            },
+        )
+
+    @pytest.mark.parametrize(
+        ("sql", "target", "stamp"),
+        [
+            # reopen a notebook that never finished opening
+            ("UPDATE notebooks SET state = 'open' WHERE id = ?", "stuck", None),
+            ("UPDATE notebooks SET state = 'open' WHERE id = ?", "opening", None),
+            # purge early with a forged "now"
+            ("UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?", "young", FAR),
+            ("DELETE FROM records WHERE notebook_id = ?", "young", None),
+            ("DELETE FROM log WHERE notebook_id = ?", "young", None),
+            # delete notes and leave the notebook open (content goes only with its tombstone)
+            ("DELETE FROM records WHERE notebook_id = ?", "old", None),
+            ("DELETE FROM log WHERE notebook_id = ?", "old", None),
+            # empty what is not a stuck opening
+            ("UPDATE notebooks SET state = 'empty', purged_at = ? WHERE id = ?", "opening", FAR),
+            ("UPDATE notebooks SET state = 'empty', purged_at = ? WHERE id = ?", "old", LATER),
+            # un-purge, or restamp
+            ("UPDATE notebooks SET state = 'open' WHERE id = ?", "gone", None),
+            ("UPDATE notebooks SET purged_at = ? WHERE id = ?", "gone", LATER),
+            ("UPDATE notebooks SET purged_at = ? WHERE id = ?", "young", LATER),
+            ("UPDATE notebooks SET state = state WHERE id = ?", "young", None),
+            # any other value
+            ("UPDATE notebooks SET started_at = ? WHERE id = ?", "opening", LATER),
+            ("UPDATE notebooks SET forgets_at = ? WHERE id = ?", "young", LATER),
+        ],
+    )
+    def test_the_purge_credential_can_only_purge_the_expired_and_empty_the_stuck(
+        self,
+        harness: LifecycleHarness,
+        store: MemoryStore,
+        access: PurgeAccess,
+        situations: dict[str, str],
+        sql: str,
+        target: str,
+        stamp: str | None,
+    ) -> None:
+        before = self._snapshot(store, situations)
+        params = (situations[target],) if stamp is None else (stamp, situations[target])
+        with pytest.raises(Exception, match=DENIED):
+            harness.purge_execute(access, sql, params)
+        assert self._snapshot(store, situations) == before
+
+    def test_the_purge_credential_cannot_purge_early_whatever_now_it_claims(
+        self, store: MemoryStore, access: PurgeAccess, situations: dict[str, str]
+    ) -> None:
+        far = datetime(9999, 12, 31, tzinfo=UTC)
+        assert access.expired(far) == [situations["old"]]
+        assert access.stale_openings(far) == [situations["stuck"]]
+        assert access.purge([situations["young"]], far) == {}
+        assert access.mark_empty([situations["opening"]], far, far) == []
+        report = purge_expired(access, far)
+        assert (report.purged, report.emptied) == ([situations["old"]], [situations["stuck"]])
+        assert store.notebook(situations["young"]).state == "open"
+        assert len(store.records(situations["young"])) == 1
+        assert store.notebook(situations["opening"]).state == "opening"
+        # The tombstone's stamp is the database's bound, not the claimed year 9999.
+        for name in ("old", "stuck"):
+            tombstone = store.notebook(situations[name])
+            assert tombstone.purged_at is not None
+            assert tombstone.forgets_at <= tombstone.purged_at < FAR
+
+    def test_the_purge_credential_still_purges_and_empties_by_the_injected_clock(
+        self,
+        store: MemoryStore,
+        clock: FakeClock,
+        access: PurgeAccess,
+        situations: dict[str, str],
+    ) -> None:
+        report = purge_expired(access, clock())
+        assert (report.purged, report.emptied) == ([situations["old"]], [situations["stuck"]])
+        assert store.notebook(situations["old"]).purged_at == LATER
+        assert store.records(situations["old"]) == []
+        assert store.notebook(situations["young"]).state == "open"
+        assert store.notebook(situations["opening"]).state == "opening"
+
+    def test_an_opening_grace_below_the_databases_floor_is_invalid(
+        self, store: MemoryStore, clock: FakeClock, access: PurgeAccess
+    ) -> None:
+        with pytest.raises(InvalidArgument):
+            purge_expired(access, clock(), opening_grace=OPENING_GRACE_FLOOR / 2)
 
     # -- forgetting is real ---------------------------------------------------------------
 
