@@ -25,11 +25,12 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 
 def _locations(args: argparse.Namespace) -> Locations:
-    return Locations.resolve(args.data, args.memory_url, args.knowledge_url)
+    return Locations.from_args(args)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     locations = _locations(args)
+    locations.prepare()
     store = open_memory_store(locations)
     try:
 
@@ -121,7 +122,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from oh.http import create_app
     from oh.mcp import mcp_app
 
-    locations = _locations(args)
+    locations = Locations.from_args(args, create=True)
     base = f"http://{args.host}:{args.port}"
     mode = args.recall
     if mode is None:  # shadow on the embedded default; vectors live only there in this release
@@ -174,7 +175,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     if args.action != "create":
         raise SystemExit("oh token: the only action is create")
-    host = open_host(_locations(args))
+    host = open_host(Locations.from_args(args, create=True))  # it may start a data directory
     token = host.create_owner_token(args.owner)
     print(f"owner token for {args.owner} (shown once; only its hash is stored):")
     print(token)
@@ -227,6 +228,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from oh.demo import run_demo
 
     if args.data:
+        # Like every command but serve and token create, it writes only into an existing
+        # directory: a mistyped --data is refused, not created.
+        Locations(Path(args.data), create=False).prepare(knowledge=False)
         return 0 if run_demo(Path(args.data)) else 1
     with tempfile.TemporaryDirectory(prefix="oh-demo-") as tmp:
         return 0 if run_demo(Path(tmp)) else 1

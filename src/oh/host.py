@@ -420,6 +420,7 @@ class Host:
 
 def open_host(locations: Locations, **options: Any) -> Host:
     """The reference host over the configured memory and knowledge databases."""
+    locations.prepare()  # refuse a missing location before opening (and creating) the other
     return Host(
         open_memory_store(locations),
         open_knowledge_store(locations),
