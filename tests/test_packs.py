@@ -1198,7 +1198,7 @@ def test_oh_profile_install_then_list(capsys: pytest.CaptureFixture[str], tmp_pa
 def test_oh_profile_preview_exits_1_and_install_refuses_when_force_is_needed(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    data = str(tmp_path / "data")
+    data = str(tmp_path)  # an existing data directory: the CLI does not start one here
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(seal({**REEF, "version": "2.0.0"})))
     new.write_text(json.dumps(seal(REEF)))

@@ -454,6 +454,7 @@ def test_oh_export_and_import_move_a_data_directory(
 ) -> None:
     source, target = tmp_path / "source", tmp_path / "target"
     source.mkdir()
+    target.mkdir()  # only oh serve and oh token create start a data directory
     memory = LibsqlMemoryStore(source / "memory.db")
     knowledge = LibsqlKnowledgeStore(source / "knowledge.db")
     fill_memory(memory)

@@ -4,8 +4,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import shlex
+import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -14,6 +19,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from oh import __version__
 from oh.config import Locations, is_postgres_url, open_knowledge_store, open_memory_store
@@ -26,11 +32,12 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 
 def _locations(args: argparse.Namespace) -> Locations:
-    return Locations.resolve(args.data, args.memory_url, args.knowledge_url)
+    return Locations.from_args(args)
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
     locations = _locations(args)
+    locations.prepare()
     store = open_memory_store(locations)
     try:
 
@@ -130,35 +137,123 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    locations = Locations.from_args(args, create=True)
+    # Bound before anything is opened (or the server's modules even imported): a taken port
+    # stops here at once and creates nothing, and the banner can name the port actually
+    # bound (--port 0 lets the system choose).
+    listener = _listen(args.host, args.port)
+    try:
+        import uvicorn
 
-    from oh.host import HostSettings, open_host
-    from oh.http import create_app
-    from oh.mcp import mcp_app
+        from oh.host import HostSettings, open_host
+        from oh.http import create_app
+        from oh.mcp import mcp_app
 
-    locations = _locations(args)
-    base = f"http://{args.host}:{args.port}"
-    mode = args.recall
-    if mode is None:  # shadow on the embedded default; vectors live only there in this release
-        mode = "off" if is_postgres_url(locations.memory_url) else "shadow"
-    recall = None
-    if mode != "off":
-        from oh.config import open_recall
+        port = int(listener.getsockname()[1])
+        shown_host = f"[{args.host}]" if ":" in args.host else args.host
+        base = f"http://{shown_host}:{port}"
+        mode = args.recall
+        if mode is None:  # shadow on the embedded default; vectors live only there in this release
+            mode = "off" if is_postgres_url(locations.memory_url) else "shadow"
+        recall = None
+        if mode != "off":
+            from oh.config import open_recall
 
-        recall = open_recall(locations)
-    settings = HostSettings(public_url=base, recall_shadow=mode != "on")
-    host = open_host(locations, settings=settings, recall=recall)
-    if recall is not None:
-        _catch_up_in_background(recall)
-    app = create_app(host, mcp=mcp_app(host))
-    where = locations.memory_url or locations.data_dir
-    print(f"Oh {__version__} serving memory from {where}", flush=True)
-    print(f"  HTTP API   {base}/v1  (OpenAPI: {base}/openapi.json)", flush=True)
-    print(f"  MCP        {base}/mcp  (agent token from opening a notebook)", flush=True)
-    print(f"  Panel      {base}/panel/notebooks/<id>", flush=True)
-    print(f"  Owner token: oh token create --owner NAME --data {locations.data_dir}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+            recall = open_recall(locations)
+        settings = HostSettings(public_url=base, recall_shadow=mode != "on")
+        host = open_host(locations, settings=settings, recall=recall)
+        if recall is not None:
+            _catch_up_in_background(recall)
+        app = create_app(host, mcp=mcp_app(host))
+        banner = _banner(locations, base)
+
+        class Server(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                # Only now is the socket accepting: a client that reads "serving" and
+                # connects at once is answered.
+                if self.started:
+                    print("\n".join(banner), flush=True)
+
+        config = uvicorn.Config(app, log_level=args.log_level)
+        Server(config).run(sockets=[listener])
+    finally:
+        listener.close()
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or one clear line and exit status 1."""
+    listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    # As uvicorn does: a restart may rebind at once; a live listener still holds the port.
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+        listener.listen(2048)
+    except OSError as exc:
+        listener.close()
+        if exc.errno == errno.EADDRINUSE:
+            reason = f"port {port} on {host} is already in use; pass --port to choose another"
+        else:
+            reason = f"cannot listen on {host} port {port}: {exc.strerror or exc}"
+        raise SystemExit(f"oh serve: {reason}") from None
+    return listener
+
+
+def _banner(locations: Locations, base: str) -> list[str]:
+    """What ``oh serve`` prints once it accepts connections. The owner-token command is
+    printed so that it works as written from any directory: the ``oh`` that is running
+    (its absolute path unless ``oh`` on PATH is this one) and absolute database locations."""
+    where = (
+        str(locations.data_dir.resolve())
+        if locations.memory_url is None
+        else _shown(locations.memory_url, locations.memory_path)
+    )
+    token = shlex.join(["token", "create", "--owner", "you", *_location_flags(locations)])
+    return [
+        f"Oh {__version__} serving memory from {where}",
+        f"  HTTP API   {base}/v1  (OpenAPI: {base}/openapi.json)",
+        f"  MCP        {base}/mcp  (agent token from opening a notebook)",
+        f"  Panel      {base}/panel  (sign in with an owner token)",
+        f"  Owner token: {oh_command()} {token}",
+    ]
+
+
+def oh_command() -> str:
+    """How to run this same ``oh`` from a shell: ``oh`` when that is what PATH finds, else
+    the absolute path of the running script (after ``.venv/bin/pip install``, ``oh`` is not
+    on PATH), else this interpreter with ``-m oh.cli``."""
+    script = sys.argv[0] if sys.argv else ""
+    if Path(script).stem == "oh" and Path(script).is_file():
+        running = os.path.abspath(script)
+        on_path = shutil.which("oh")
+        if on_path is not None and os.path.samefile(on_path, running):
+            return "oh"
+        return shlex.quote(running)
+    return f"{shlex.quote(sys.executable)} -m oh.cli"
+
+
+def _location_flags(locations: Locations) -> list[str]:
+    flags = []
+    if locations.memory_url is None or locations.knowledge_url is None:
+        flags += ["--data", str(locations.data_dir.resolve())]
+    if locations.memory_url is not None:
+        flags += ["--memory-url", _shown(locations.memory_url, locations.memory_path)]
+    if locations.knowledge_url is not None:
+        flags += ["--knowledge-url", _shown(locations.knowledge_url, locations.knowledge_path)]
+    return flags
+
+
+def _shown(url: str, path: Callable[[], Path]) -> str:
+    """A database URL as the banner shows it: an embedded one as its absolute path, a
+    PostgreSQL one with its password masked (the banner ends up in logs)."""
+    if not is_postgres_url(url):
+        return str(path().resolve())
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _catch_up_in_background(recall: Any, every: float = 1.0) -> None:
@@ -189,7 +284,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
     if args.action != "create":
         raise SystemExit("oh token: the only action is create")
-    host = open_host(_locations(args))
+    host = open_host(Locations.from_args(args, create=True))  # it may start a data directory
     token = host.create_owner_token(args.owner)
     print(f"owner token for {args.owner} (shown once; only its hash is stored):")
     print(token)
@@ -243,6 +338,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from oh.demo import run_demo
 
     if args.data:
+        # Like every command but serve and token create, it writes only into an existing
+        # directory: a mistyped --data is refused, not created.
+        Locations(Path(args.data), create=False).prepare(knowledge=False)
         return 0 if run_demo(Path(args.data)) else 1
     with tempfile.TemporaryDirectory(prefix="oh-demo-") as tmp:
         return 0 if run_demo(Path(tmp)) else 1

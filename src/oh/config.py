@@ -4,16 +4,24 @@
 ``--memory-url`` / ``--knowledge-url`` (``OH_MEMORY_URL``, ``OH_KNOWLEDGE_URL``) override either
 database: a file path, ``file:PATH`` or ``libsql:PATH`` for the embedded backend, or
 ``postgresql://...`` for PostgreSQL (the ``postgres`` extra).
+
+Opening an embedded database may create it: ``Locations(create=True)``, the library's default,
+makes the data directory and the database files as needed. The command line opens only what
+exists (``Locations.from_args``): a data directory or an embedded database file that is not
+there is refused with ``not_found`` before anything is created, so a mistyped ``--data`` never
+yields fresh empty databases that verify as OK. Only ``oh serve`` and ``oh token create``, the
+commands that start a data directory, pass ``create=True``.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from oh.errors import InvalidArgument
+from oh.errors import InvalidArgument, NotFound
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
@@ -37,6 +45,7 @@ class Locations:
     data_dir: Path
     memory_url: str | None = None
     knowledge_url: str | None = None
+    create: bool = True  # may opening create the data directory and missing database files?
 
     @classmethod
     def resolve(
@@ -44,24 +53,56 @@ class Locations:
         data_dir: str | None = None,
         memory_url: str | None = None,
         knowledge_url: str | None = None,
+        *,
+        create: bool = True,
     ) -> Locations:
         """Explicit values win over the environment, which wins over the defaults."""
         return cls(
             data_dir=Path(data_dir or os.environ.get("OH_DATA") or DEFAULT_DATA_DIR),
             memory_url=memory_url or os.environ.get("OH_MEMORY_URL") or None,
             knowledge_url=knowledge_url or os.environ.get("OH_KNOWLEDGE_URL") or None,
+            create=create,
+        )
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace, *, create: bool = False) -> Locations:
+        """The locations a command was given (``--data``, ``--memory-url``,
+        ``--knowledge-url``, then the environment). A command opens only existing data unless
+        it is one that starts a data directory (``create=True``)."""
+        return cls.resolve(
+            getattr(args, "data", None),
+            getattr(args, "memory_url", None),
+            getattr(args, "knowledge_url", None),
+            create=create,
         )
 
     def memory_path(self) -> Path:
-        return _embedded_path(self.memory_url, self.data_dir / "memory.db")
+        return _embedded_path(self.memory_url, self.data_dir / "memory.db", self.create)
 
     def knowledge_path(self) -> Path:
-        return _embedded_path(self.knowledge_url, self.data_dir / "knowledge.db")
+        return _embedded_path(self.knowledge_url, self.data_dir / "knowledge.db", self.create)
+
+    def prepare(self, *, memory: bool = True, knowledge: bool = True) -> None:
+        """Check (or, with ``create``, make) every embedded location a command is about to
+        open, before it opens any: a command that needs both databases and is refused the
+        second must not have created the first."""
+        if memory and not is_postgres_url(self.memory_url):
+            self.memory_path()
+        if knowledge and not is_postgres_url(self.knowledge_url):
+            self.knowledge_path()
 
 
-def _embedded_path(url: str | None, default: Path) -> Path:
+_STARTS_DATA = "only oh serve and oh token create start one"
+
+
+def _embedded_path(url: str | None, default: Path, create: bool) -> Path:
     if url is None:
-        default.parent.mkdir(parents=True, exist_ok=True)
+        directory = default.parent
+        if create:
+            _make_directory(directory)
+        elif not directory.is_dir():
+            what = "is not a directory" if directory.exists() else "does not exist"
+            raise NotFound(f"data directory {directory} {what} ({_STARTS_DATA})")
         return default
     for prefix in ("libsql:", "file:"):
         if url.startswith(prefix):
@@ -72,8 +113,19 @@ def _embedded_path(url: str | None, default: Path) -> Path:
             scheme = url.split("://", 1)[0]
             raise InvalidArgument(f"no storage backend for {scheme}:// URLs in this install")
     path = Path(url)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if create:
+        _make_directory(path.parent)
+    elif not path.is_file():
+        what = "is not a file" if path.exists() else "does not exist"
+        raise NotFound(f"database {path} {what} ({_STARTS_DATA})")
     return path
+
+
+def _make_directory(directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file in the way, no permission: bad input, not a crash
+        raise InvalidArgument(f"cannot create data directory {directory}: {exc.strerror}") from exc
 
 
 def is_postgres_url(url: str | None) -> bool:

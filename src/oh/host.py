@@ -434,6 +434,7 @@ def _body(body: Any, keys: frozenset[str], shape: str) -> dict[str, Any]:
 
 def open_host(locations: Locations, **options: Any) -> Host:
     """The reference host over the configured memory and knowledge databases."""
+    locations.prepare()  # refuse a missing location before opening (and creating) the other
     return Host(
         open_memory_store(locations),
         open_knowledge_store(locations),

@@ -480,7 +480,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     token = os.environ.get(AGENT_TOKEN_ENV) or None
     if token is None:
         raise Unauthenticated(f"set {AGENT_TOKEN_ENV} to the agent token of the notebook")
-    host = open_host(Locations.resolve(args.data, args.memory_url, args.knowledge_url))
+    host = open_host(Locations.from_args(args))
     try:
         if host.agent(token) != args.notebook:
             raise Forbidden(f"{AGENT_TOKEN_ENV} belongs to another notebook than {args.notebook}")

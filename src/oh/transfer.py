@@ -52,7 +52,7 @@ from oh.core.reviewed import (
     knowledge_genesis,
     revision_hash,
 )
-from oh.errors import AlreadyExists, IntegrityError, InvalidArgument
+from oh.errors import AlreadyExists, IntegrityError, InvalidArgument, NotFound
 from oh.storage.base import KnowledgeStore, MemoryStore, PackInstall
 
 __all__ = [
@@ -837,11 +837,7 @@ def _stderr_progress(quiet: bool) -> Progress:
 
 
 def _locations(args: argparse.Namespace) -> Locations:
-    return Locations.resolve(
-        getattr(args, "data", None),
-        getattr(args, "memory_url", None),
-        getattr(args, "knowledge_url", None),
-    )
+    return Locations.from_args(args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -856,7 +852,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         # Written beside the target and renamed at the end: no half export under its name.
         partial = target.with_name(target.name + ".partial")
-        out = partial.open("wb")
+        try:
+            out = partial.open("wb")
+        except OSError as exc:  # a missing directory, no permission: one line, no traceback
+            raise InvalidArgument(f"cannot write {target}: {exc.strerror}") from None
     try:
         if args.knowledge:
             knowledge = open_knowledge_store(locations)
@@ -884,11 +883,20 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _read_file(path: Path) -> BinaryIO:
+    try:
+        return path.open("rb")
+    except FileNotFoundError:
+        raise NotFound(f"no export file at {path}") from None
+    except OSError as exc:  # a directory, no permission: one line, no traceback
+        raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     """``oh import FILE``: check a whole export, then import it."""
     progress = _stderr_progress(args.quiet)
     locations = _locations(args)
-    with tempfile.TemporaryFile() if args.file == "-" else Path(args.file).open("rb") as source:
+    with tempfile.TemporaryFile() if args.file == "-" else _read_file(Path(args.file)) as source:
         if args.file == "-":
             shutil.copyfileobj(sys.stdin.buffer, source)  # it is read twice: keep a copy
         source.seek(0)

@@ -22,7 +22,7 @@ SUMMARY = "preview, install and list the profile packs of an owner's knowledge b
 
 
 def _profiles(args: argparse.Namespace) -> Profiles:
-    locations = Locations.resolve(args.data, args.memory_url, args.knowledge_url)
+    locations = Locations.from_args(args)
     return Profiles(open_knowledge_store(locations))
 
 

@@ -35,11 +35,8 @@ def rebuild_command(
     out = out or sys.stdout
     err = err or sys.stderr
     as_json = bool(getattr(args, "json", False))
-    locations = Locations.resolve(
-        getattr(args, "data", None),
-        getattr(args, "memory_url", None),
-        getattr(args, "knowledge_url", None),
-    )
+    locations = Locations.from_args(args)
+    locations.prepare()
     embedder = embedder_from_env(kind=getattr(args, "embedder", None))
     memory = open_memory_store(locations)
     try:
