@@ -9,14 +9,12 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 from oh import __version__
-from oh.config import Locations, is_postgres_url, open_knowledge_store, open_memory_store
+from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.errors import OhError
 from oh.profiles.cli import register as register_profile
 from oh.verify import verify_knowledge, verify_store
@@ -117,24 +115,15 @@ def cmd_purge(args: argparse.Namespace) -> int:
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from oh.host import HostSettings, open_host
+    from oh.config import RecallConfig
+    from oh.host import close_host, open_agent_host
     from oh.http import create_app
     from oh.mcp import mcp_app
 
     locations = _locations(args)
     base = f"http://{args.host}:{args.port}"
-    mode = args.recall
-    if mode is None:  # shadow on the embedded default; vectors live only there in this release
-        mode = "off" if is_postgres_url(locations.memory_url) else "shadow"
-    recall = None
-    if mode != "off":
-        from oh.config import open_recall
-
-        recall = open_recall(locations)
-    settings = HostSettings(public_url=base, recall_shadow=mode != "on")
-    host = open_host(locations, settings=settings, recall=recall)
-    if recall is not None:
-        _catch_up_in_background(recall)
+    recall = RecallConfig.resolve(locations, args.recall, args.recall_deadline)
+    host = open_agent_host(locations, recall, public_url=base)
     app = create_app(host, mcp=mcp_app(host))
     where = locations.memory_url or locations.data_dir
     print(f"Oh {__version__} serving memory from {where}", flush=True)
@@ -143,24 +132,28 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"  Panel      {base}/panel/notebooks/<id>", flush=True)
     print(f"  Owner token: oh token create --owner NAME --data {locations.data_dir}", flush=True)
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+    close_host(host)  # uvicorn has stopped serving: end the background work, close the stores
     return 0
 
 
-def _catch_up_in_background(recall: Any, every: float = 1.0) -> None:
-    """Embed pending notes outside every write (SPEC §7), in a daemon thread."""
-    import logging
-
-    log = logging.getLogger("oh.recall")
-
-    def loop() -> None:
-        while True:
-            try:
-                recall.catch_up_all()
-            except Exception:  # a passing embedder fault must not stop the loop
-                log.exception("recall catch-up failed; retrying")
-            time.sleep(every)
-
-    threading.Thread(target=loop, name="oh-recall-catch-up", daemon=True).start()
+def _recall_arguments(command: argparse.ArgumentParser) -> None:
+    """``--recall`` and ``--recall-deadline``: the same for ``oh serve`` and ``oh mcp``."""
+    command.add_argument(
+        "--recall",
+        choices=["off", "shadow", "on"],
+        default=None,
+        help="the recall tool (env OH_RECALL): shadow (computed and measured, the agent gets no"
+        " rows; the default on the embedded backend), on, or off (no recall tool; the default"
+        " on PostgreSQL)",
+    )
+    command.add_argument(
+        "--recall-deadline",
+        type=parse_every,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one recall may take before it answers storage_unavailable"
+        " (env OH_RECALL_DEADLINE, default 2)",
+    )
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -275,19 +268,13 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("action", choices=["rebuild"])
             add_rebuild_arguments(command)
         if name == "serve":
-            command.add_argument(
-                "--recall",
-                choices=["off", "shadow", "on"],
-                default=None,
-                help="the recall tool: shadow (computed and measured, the agent gets no rows;"
-                " the default on the embedded backend), on, or off (no recall tool; the"
-                " default on PostgreSQL)",
-            )
+            _recall_arguments(command)
             command.add_argument("--host", default="127.0.0.1", help="address (127.0.0.1)")
             command.add_argument("--port", type=int, default=8765, help="port (8765)")
             command.add_argument("--log-level", default="warning", help="uvicorn log level")
         if name == "mcp":
             command.add_argument("--notebook", required=True, metavar="ID")
+            _recall_arguments(command)
         if name == "export":
             from oh.transfer import configure_export
 
