@@ -517,6 +517,45 @@ def test_a_damaged_note_is_not_embedded(
     assert "lead:reef-survey-2016" in caplog.text
 
 
+def test_a_recall_reads_every_store_before_it_waits_for_the_embedder(
+    db: Path, clock: FakeClock
+) -> None:
+    # A call given up at its deadline may get its vector long after the host closed its
+    # stores; what is left to do then happens in memory.
+    memory = LibsqlMemoryStore(db)
+    vectors = LibsqlVectorStore(db)
+    embedder = Counting(HashingEmbedder(64))
+    recall = Recall(memory, vectors, embedder, clock=clock)
+    notebook = _notebook(memory)
+    recall.catch_up(notebook)
+    waiting, release = threading.Event(), threading.Event()
+
+    def slow(texts: Sequence[str]) -> None:
+        waiting.set()
+        assert release.wait(30)
+
+    embedder.before = slow
+    answers: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: answers.append(_answer_or_error(recall, notebook)), daemon=True
+    )
+    worker.start()
+    assert waiting.wait(30)
+    vectors.close()
+    memory.close()
+    release.set()
+    worker.join(30)
+    assert len(answers) == 1 and isinstance(answers[0], RecallAnswer), answers
+    assert _names(answers[0])[0] == "lead:reef-survey-2016"
+
+
+def _answer_or_error(recall: Recall, notebook: str) -> RecallAnswer | BaseException:
+    try:
+        return recall.answer(notebook, "reef survey methods")
+    except BaseException as exc:  # a closed libSQL connection panics (a BaseException)
+        return exc
+
+
 def test_a_damaged_vector_is_an_integrity_error(
     memory: LibsqlMemoryStore, recall: Recall, db: Path
 ) -> None:

@@ -254,18 +254,21 @@ class Host:
         inside a write), until ``stop``. Needs a ``Recall`` service."""
         if self.recall_catch_up is None:
             raise InvalidArgument("this host has no recall service to catch up")
-        self.recall_catch_up.every = every
-        self.recall_catch_up.start()
+        self.recall_catch_up.start(every)
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, timeout: float = 10.0) -> bool:
         """Stop the host's background work: the catch-up loop, the shadow measurements (what
-        is queued is dropped) and the recall workers. The stores stay open."""
+        is queued is dropped) and the recall workers. The stores stay open. False if the
+        catch-up or the shadow worker is still waiting for the embedder after ``timeout``
+        (a recall given up at its deadline never touches a store again; those two may)."""
+        stopped = True
         if self.recall_catch_up is not None:
-            self.recall_catch_up.stop(timeout)
+            stopped = self.recall_catch_up.stop(timeout) and stopped
         if self.shadow_recall is not None:
-            self.shadow_recall.close(timeout)
+            stopped = self.shadow_recall.close(timeout) and stopped
         if self.deadline_recall is not None:
             self.deadline_recall.close()
+        return stopped
 
     # -- owners ---------------------------------------------------------------------------
 
@@ -553,12 +556,16 @@ def open_agent_host(
 
 
 def close_host(host: Host) -> None:
-    """Stop ``host``'s background work, then close its stores and its recall service's."""
-    host.stop()
+    """Stop ``host``'s background work, then close its stores and its recall service's.
+
+    The recall service's stores stay open if a background thread still uses them (it is
+    waiting for a slow embedder): closing a libSQL connection under a thread that then uses
+    it aborts that thread noisily. The process is ending anyway."""
+    stopped = host.stop()
     host.memory.close()
     host.knowledge.close()
     host.registry.close()
-    if host.recall is not None:
+    if host.recall is not None and stopped:
         close_recall(host.recall)
 
 

@@ -20,6 +20,7 @@ not used).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import queue
@@ -193,8 +194,14 @@ class DeadlineRecall:
                 continue  # given up while queued; _done was called then
             try:
                 job.future.set_result(self.inner.recall(job.notebook, job.text, job.limit))
-            except BaseException as exc:  # handed to the waiting caller, whatever it is
+            except Exception as exc:  # handed to the waiting caller, who reports it
                 job.future.set_exception(exc)
+            except BaseException as exc:
+                # E.g. a driver's panic: the caller must get an error it can answer with,
+                # not an exception that would end its thread.
+                failure = StorageUnavailable(f"internal error: {type(exc).__name__}")
+                failure.__cause__ = exc
+                job.future.set_exception(failure)
             finally:
                 self._done()
 
@@ -324,12 +331,11 @@ class ShadowRecall:
         if evict is not None:
             evict(notebook_id)
 
-    def close(self, timeout: float = 10.0) -> None:
+    def close(self, timeout: float = 10.0) -> bool:
         """Drop what is queued, let the search in progress end (it has its own deadline when
-        ``inner`` is a ``DeadlineRecall``) and stop the worker, waiting at most ``timeout``."""
+        ``inner`` is a ``DeadlineRecall``) and stop the worker, waiting at most ``timeout``.
+        True when the worker has ended."""
         with self._lock:
-            if self._closed:
-                return
             self._closed = True
             thread = self._thread
             while True:
@@ -341,10 +347,13 @@ class ShadowRecall:
                     self._unfinished -= 1
                     self.dropped += 1
             self._idle.notify_all()
-            if thread is not None:
-                self._queue.put_nowait(None)
-        if thread is not None:
-            thread.join(timeout)
+            if thread is not None and thread.is_alive():
+                with contextlib.suppress(queue.Full):
+                    self._queue.put_nowait(None)
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()
 
 
 # -- catch-up ----------------------------------------------------------------------------------
@@ -462,8 +471,11 @@ class CatchUpWorker:
                 "?" if pending is None else pending,
             )
 
-    def start(self) -> None:
-        """Run a pass every ``every`` seconds in a daemon thread until ``stop``."""
+    def start(self, every: float | None = None) -> None:
+        """Run a pass every ``every`` seconds (default: as constructed) in a daemon thread
+        until ``stop``."""
+        if every is not None:
+            self.every = _seconds(every, "the catch-up interval")
         if self._thread is not None:
             return
         self._stop.clear()
@@ -476,9 +488,12 @@ class CatchUpWorker:
         self._thread = threading.Thread(target=loop, name="oh-recall-catch-up", daemon=True)
         self._thread.start()
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """End the loop after the pass in progress, waiting for it at most ``timeout``."""
+    def stop(self, timeout: float = 10.0) -> bool:
+        """End the loop after the pass in progress, waiting for it at most ``timeout``. True
+        when the loop has ended (False: a pass is still waiting for the embedder)."""
         self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None:
-            thread.join(timeout)
+        if thread is None:
+            return True
+        thread.join(timeout)
+        return not thread.is_alive()

@@ -338,16 +338,18 @@ class Recall:
         text = _check_text(text)
         limit = _check_limit(limit)
         notebook = self._open(notebook)
+        # Every read of the database comes before the query goes to the embedder, which may be
+        # slow: a call given up at its deadline finishes in memory, whatever happened meanwhile.
+        notes = self._synced_notes(notebook)
+        names, pending = notes.names, notes.pending
+        reviewed = self._synced_view(notebook)
         query = self._embed([text])[0]
         found: list[tuple[float, str, int, str]] = []  # (-score, name, origin rank, digest)
-        notes = self._synced_notes(notebook)
         for digest, score in notes.index.search(query, limit):
-            name = notes.names.get(digest)
+            name = names.get(digest)
             if name is not None:
                 found.append((-_score(score), name, 0, digest))
-        pending = notes.pending
         approximate = notes.index.approximate
-        reviewed = self._synced_view(notebook)
         if reviewed is not None:
             scope, view = reviewed
             for digest, score in scope.index.search(query, limit, allowed=view.digests):
