@@ -83,6 +83,7 @@ def make_host(directory: Path, clock: Callable[[], datetime] | None = None, **op
 
 
 def close(host: Host) -> None:
+    host.stop()
     host.memory.close()
     host.knowledge.close()
     host.registry.close()
@@ -457,7 +458,11 @@ def test_oh_mcp_serves_one_notebook_over_stdio(tmp_path: Path) -> None:
         with (tmp_path / "stderr.log").open("w") as errlog:
             async with Client(stdio_client(parameters, errlog=errlog)) as client:
                 assert json.loads((client.instructions or "").splitlines()[-1])["total"] == 0
-                assert [tool.name for tool in (await client.list_tools()).tools] == FOUR
+                # Recall in shadow mode is the embedded backend's default, as for `oh serve`.
+                assert [tool.name for tool in (await client.list_tools()).tools] == [
+                    *FOUR,
+                    "recall",
+                ]
                 changes = [
                     note("lead:a", "survey"),
                     note("lead:b", "ruled out", supports=["lead:a"]),
@@ -497,6 +502,45 @@ def test_oh_mcp_serves_one_notebook_over_stdio(tmp_path: Path) -> None:
         assert host.memory.notebook(notebook).version == 1
     finally:
         close(host)
+
+
+@pytest.mark.parametrize(
+    ("options", "environment", "tools", "shadow"),
+    [
+        ([], {}, [*FOUR, "recall"], True),
+        (["--recall", "off"], {}, FOUR, None),
+        ([], {"OH_RECALL": "off"}, FOUR, None),
+        (["--recall", "on", "--recall-deadline", "5"], {}, [*FOUR, "recall"], False),
+        ([], {"OH_RECALL": "shadow", "OH_RECALL_DEADLINE": "5"}, [*FOUR, "recall"], True),
+    ],
+    ids=["default", "off", "off-by-env", "on", "shadow-by-env"],
+)
+def test_oh_mcp_offers_recall_exactly_when_the_serve_configuration_enables_it(
+    tmp_path: Path,
+    options: list[str],
+    environment: dict[str, str],
+    tools: list[str],
+    shadow: bool | None,
+) -> None:
+    notebook, token, _ = _prepared(tmp_path)
+    parameters = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "oh.cli", "mcp", "--notebook", notebook, "--data", str(tmp_path), *options],
+        env={**_environment(token), **environment},
+        cwd=str(tmp_path),
+    )
+
+    async def scenario() -> None:
+        with (tmp_path / "stderr.log").open("w") as errlog:
+            async with Client(stdio_client(parameters, errlog=errlog)) as client:
+                assert [tool.name for tool in (await client.list_tools()).tools] == tools
+                result = await client.call_tool("recall", {"text": "reef"})
+                if shadow is None:
+                    assert error(result) == "not_found"
+                else:
+                    assert ok(result, "recall")["shadow"] is shadow
+
+    run(scenario)
 
 
 @pytest.mark.parametrize(

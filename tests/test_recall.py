@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import logging
+import socket
 import subprocess
 import sys
 import threading
@@ -19,6 +20,7 @@ import numpy as np
 import pytest
 
 from oh.core.changes import Applied
+from oh.core.clock import system_clock
 from oh.core.notebook import new_notebook_id
 from oh.errors import Expired, Forbidden, IntegrityError, InvalidArgument, Purged
 from oh.knowledge import Knowledge
@@ -28,6 +30,7 @@ from oh.recall import (
     EmbedderUnavailable,
     HashingEmbedder,
     IndexSettings,
+    OpenAIEmbedder,
     Recall,
     RecallAnswer,
     VectorIndex,
@@ -514,6 +517,45 @@ def test_a_damaged_note_is_not_embedded(
     assert "lead:reef-survey-2016" in caplog.text
 
 
+def test_a_recall_reads_every_store_before_it_waits_for_the_embedder(
+    db: Path, clock: FakeClock
+) -> None:
+    # A call given up at its deadline may get its vector long after the host closed its
+    # stores; what is left to do then happens in memory.
+    memory = LibsqlMemoryStore(db)
+    vectors = LibsqlVectorStore(db)
+    embedder = Counting(HashingEmbedder(64))
+    recall = Recall(memory, vectors, embedder, clock=clock)
+    notebook = _notebook(memory)
+    recall.catch_up(notebook)
+    waiting, release = threading.Event(), threading.Event()
+
+    def slow(texts: Sequence[str]) -> None:
+        waiting.set()
+        assert release.wait(30)
+
+    embedder.before = slow
+    answers: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: answers.append(_answer_or_error(recall, notebook)), daemon=True
+    )
+    worker.start()
+    assert waiting.wait(30)
+    vectors.close()
+    memory.close()
+    release.set()
+    worker.join(30)
+    assert len(answers) == 1 and isinstance(answers[0], RecallAnswer), answers
+    assert _names(answers[0])[0] == "lead:reef-survey-2016"
+
+
+def _answer_or_error(recall: Recall, notebook: str) -> RecallAnswer | BaseException:
+    try:
+        return recall.answer(notebook, "reef survey methods")
+    except BaseException as exc:  # a closed libSQL connection panics (a BaseException)
+        return exc
+
+
 def test_a_damaged_vector_is_an_integrity_error(
     memory: LibsqlMemoryStore, recall: Recall, db: Path
 ) -> None:
@@ -679,6 +721,116 @@ def test_the_rebuild_command_rebuilds_the_data_directory(tmp_path: Path) -> None
     args = parser.parse_args(["--data", str(tmp_path), "--embedder", "hashing"])
     assert rebuild_command(args, out=out, err=io.StringIO()) == 0
     assert out.getvalue().startswith(f"index rebuild: dropped {len(NOTES)} note")
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _vector_rows(db: Path) -> list[Any]:
+    return _raw(
+        db,
+        "SELECT 'note', notebook_id, model_id, digest, vector FROM note_vectors UNION ALL"
+        " SELECT 'reviewed', owner, model_id, digest, vector FROM reviewed_vectors"
+        " ORDER BY 1, 2, 3, 4",
+    )
+
+
+def test_a_rebuild_with_an_unreachable_endpoint_leaves_the_old_index_intact(
+    memory: LibsqlMemoryStore,
+    vectors: LibsqlVectorStore,
+    knowledge: LibsqlKnowledgeStore,
+    clock: FakeClock,
+    db: Path,
+) -> None:
+    _review(knowledge, memory, clock, "finding:bleaching-threshold", "Bleaching starts at 1 °C")
+    notebook = Notebooks(memory, clock=clock, knowledge=knowledge).open("ann", "doc", "run-1")
+    write(memory, notebook.id, 0, "r-1", *(add(name, text) for name, text in NOTES.items()))
+    old = Recall(memory, vectors, HashingEmbedder(64), knowledge, clock=clock)
+    old.catch_up(notebook.id)
+    before = _vector_rows(db)
+    answers = _answers(old, notebook.id)
+    cloud = OpenAIEmbedder(f"http://127.0.0.1:{_closed_port()}/v1", "m", 64, max_retries=0)
+    try:
+        with pytest.raises(EmbedderUnavailable) as info:
+            Recall(memory, vectors, cloud, knowledge, clock=clock).rebuild()
+    finally:
+        cloud.close()
+    assert info.value.code == "storage_unavailable"
+    assert "index rebuild stopped, the index is unchanged" in info.value.message
+    assert "could not be reached" in info.value.message
+    assert _vector_rows(db) == before
+    assert _answers(old, notebook.id) == answers
+
+
+def test_a_rebuild_that_fails_half_way_leaves_nothing_of_itself(
+    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, clock: FakeClock, db: Path
+) -> None:
+    first, second = _notebook(memory, run="run-1"), _notebook(memory, run="run-2")
+    Recall(memory, vectors, HashingEmbedder(64), clock=clock).catch_up_all()
+    before = _vector_rows(db)
+    embedder = Counting(HashingEmbedder(32))
+    embedded: list[int] = []
+
+    def fail_on_the_second_notebook(texts: Sequence[str]) -> None:
+        embedded.append(len(texts))
+        if len(embedded) == 2:
+            raise EmbedderUnavailable("the endpoint went away")
+
+    embedder.before = fail_on_the_second_notebook
+    with pytest.raises(EmbedderUnavailable, match="the index is unchanged"):
+        Recall(memory, vectors, embedder, clock=clock).rebuild()
+    assert embedded == [len(NOTES), len(NOTES)]  # the first notebook was staged, then dropped
+    assert _vector_rows(db) == before
+    assert {first, second} == {row[1] for row in before}
+
+
+def test_until_a_rebuild_swaps_in_recalls_answer_from_the_old_index(
+    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, clock: FakeClock
+) -> None:
+    first, second = sorted([_notebook(memory, run="run-1"), _notebook(memory, run="run-2")])
+    recall = Recall(memory, vectors, HashingEmbedder(64), clock=clock)
+    recall.catch_up_all()
+    before = _answers(recall, second)
+    during: list[tuple[int, list[dict[str, Any]]]] = []
+
+    def progress(done: int, total: int) -> None:
+        if done == 1:  # the first notebook is staged, the second not yet
+            during.append((recall.pending(second), _answers(recall, second)))
+
+    recall.rebuild(progress)
+    assert during == [(0, before)]
+    assert _answers(recall, second) == before
+    assert first != second
+
+
+def test_the_rebuild_command_fails_clearly_and_keeps_the_index_when_the_endpoint_is_down(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from oh.cli import main
+
+    memory = LibsqlMemoryStore(tmp_path / "memory.db")
+    # The command runs on the process clock, so the notebook is opened on it too.
+    notebook = Notebooks(memory, clock=system_clock).open("ann", "doc", "run-1")
+    write(memory, notebook.id, 0, "r-1", *(add(name, text) for name, text in NOTES.items()))
+    memory.close()
+    assert main(["index", "rebuild", "--data", str(tmp_path), "--embedder", "hashing"]) == 0
+    before = _vector_rows(tmp_path / "memory.db")
+    assert len(before) == len(NOTES)
+    capsys.readouterr()
+    monkeypatch.setenv("OH_EMBEDDER", "openai")
+    monkeypatch.setenv("OH_EMBEDDINGS_URL", f"http://127.0.0.1:{_closed_port()}/v1")
+    monkeypatch.setenv("OH_EMBEDDINGS_MODEL", "text-embedding-3-small")
+    monkeypatch.setenv("OH_EMBEDDINGS_DIMENSIONS", "64")
+    monkeypatch.setenv("OH_EMBEDDINGS_RETRIES", "1")
+    assert main(["index", "rebuild", "--data", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("oh index: storage_unavailable: index rebuild stopped, the index is")
+    assert "could not be reached (ConnectError) (2 attempts)" in err
+    assert _vector_rows(tmp_path / "memory.db") == before
 
 
 # -- the index itself ------------------------------------------------------------------------

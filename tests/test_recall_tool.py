@@ -40,6 +40,8 @@ def test_shadow_recall_computes_and_measures_but_shows_nothing(tmp_path: Path) -
     host, token, _ = _host(tmp_path, shadow=True)
     answer = host.call_tool(token, "recall", {"text": "reef recovery"})
     assert answer == {"rows": [], "shadow": True, "pending": 0}
+    # Measured off the request path, by the host's shadow worker.
+    assert host.shadow_recall is not None and host.shadow_recall.drain(30)
     assert 'event="recall_shadow_rows"' in host.metrics.render()
 
 

@@ -14,11 +14,9 @@ import socket
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from oh import __version__
@@ -145,38 +143,32 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from oh.host import HostSettings, open_host
+        from oh.config import RecallConfig
+        from oh.host import close_host, open_agent_host
         from oh.http import create_app
         from oh.mcp import mcp_app
 
         port = int(listener.getsockname()[1])
         shown_host = f"[{args.host}]" if ":" in args.host else args.host
         base = f"http://{shown_host}:{port}"
-        mode = args.recall
-        if mode is None:  # shadow on the embedded default; vectors live only there in this release
-            mode = "off" if is_postgres_url(locations.memory_url) else "shadow"
-        recall = None
-        if mode != "off":
-            from oh.config import open_recall
+        recall = RecallConfig.resolve(locations, args.recall, args.recall_deadline)
+        host = open_agent_host(locations, recall, public_url=base)
+        try:
+            app = create_app(host, mcp=mcp_app(host))
+            banner = _banner(locations, base)
 
-            recall = open_recall(locations)
-        settings = HostSettings(public_url=base, recall_shadow=mode != "on")
-        host = open_host(locations, settings=settings, recall=recall)
-        if recall is not None:
-            _catch_up_in_background(recall)
-        app = create_app(host, mcp=mcp_app(host))
-        banner = _banner(locations, base)
+            class Server(uvicorn.Server):
+                async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                    await super().startup(sockets)
+                    # Only now is the socket accepting: a client that reads "serving" and
+                    # connects at once is answered.
+                    if self.started:
+                        print("\n".join(banner), flush=True)
 
-        class Server(uvicorn.Server):
-            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-                await super().startup(sockets)
-                # Only now is the socket accepting: a client that reads "serving" and
-                # connects at once is answered.
-                if self.started:
-                    print("\n".join(banner), flush=True)
-
-        config = uvicorn.Config(app, log_level=args.log_level)
-        Server(config).run(sockets=[listener])
+            config = uvicorn.Config(app, log_level=args.log_level)
+            Server(config).run(sockets=[listener])
+        finally:
+            close_host(host)  # uvicorn has stopped serving: end the background work
     finally:
         listener.close()
     return 0
@@ -256,21 +248,24 @@ def _shown(url: str, path: Callable[[], Path]) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
-def _catch_up_in_background(recall: Any, every: float = 1.0) -> None:
-    """Embed pending notes outside every write (SPEC §7), in a daemon thread."""
-    import logging
-
-    log = logging.getLogger("oh.recall")
-
-    def loop() -> None:
-        while True:
-            try:
-                recall.catch_up_all()
-            except Exception:  # a passing embedder fault must not stop the loop
-                log.exception("recall catch-up failed; retrying")
-            time.sleep(every)
-
-    threading.Thread(target=loop, name="oh-recall-catch-up", daemon=True).start()
+def _recall_arguments(command: argparse.ArgumentParser) -> None:
+    """``--recall`` and ``--recall-deadline``: the same for ``oh serve`` and ``oh mcp``."""
+    command.add_argument(
+        "--recall",
+        choices=["off", "shadow", "on"],
+        default=None,
+        help="the recall tool (env OH_RECALL): shadow (computed and measured, the agent gets no"
+        " rows; the default on the embedded backend), on, or off (no recall tool; the default"
+        " on PostgreSQL)",
+    )
+    command.add_argument(
+        "--recall-deadline",
+        type=parse_every,
+        default=None,
+        metavar="SECONDS",
+        help="the longest one recall may take before it answers storage_unavailable"
+        " (env OH_RECALL_DEADLINE, default 2)",
+    )
 
 
 def cmd_index(args: argparse.Namespace) -> int:
@@ -392,19 +387,13 @@ def build_parser() -> argparse.ArgumentParser:
             command.add_argument("action", choices=["rebuild"])
             add_rebuild_arguments(command)
         if name == "serve":
-            command.add_argument(
-                "--recall",
-                choices=["off", "shadow", "on"],
-                default=None,
-                help="the recall tool: shadow (computed and measured, the agent gets no rows;"
-                " the default on the embedded backend), on, or off (no recall tool; the"
-                " default on PostgreSQL)",
-            )
+            _recall_arguments(command)
             command.add_argument("--host", default="127.0.0.1", help="address (127.0.0.1)")
             command.add_argument("--port", type=int, default=8765, help="port (8765)")
             command.add_argument("--log-level", default="warning", help="uvicorn log level")
         if name == "mcp":
             command.add_argument("--notebook", required=True, metavar="ID")
+            _recall_arguments(command)
         if name == "export":
             from oh.transfer import configure_export
 

@@ -16,11 +16,14 @@ commands that start a data directory, pass ``create=True``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oh.core.clock import Clock, system_clock
 from oh.errors import InvalidArgument, NotFound
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous
@@ -28,7 +31,10 @@ from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 
 __all__ = [
     "DEFAULT_DATA_DIR",
+    "RECALL_MODES",
     "Locations",
+    "RecallConfig",
+    "close_recall",
     "is_postgres_url",
     "open_host_registry",
     "open_knowledge_store",
@@ -170,9 +176,11 @@ def open_purge_access(locations: Locations) -> PurgeAccess:
     return LibsqlPurgeAccess(locations.memory_path())
 
 
-def open_recall(locations: Locations, embedder: str | None = None) -> Any:
+def open_recall(
+    locations: Locations, embedder: str | None = None, clock: Clock = system_clock
+) -> Any:
     """The recall service over the embedded memory database (``OH_EMBEDDER`` picks the
-    embedder: ``hashing`` by default, ``local``, ``openai``)."""
+    embedder: ``hashing`` by default, ``local``, ``openai``). ``close_recall`` closes it."""
     if is_postgres_url(locations.memory_url):
         raise InvalidArgument("recall needs the embedded memory database in this release")
     from oh.recall import Recall, embedder_from_env
@@ -183,4 +191,66 @@ def open_recall(locations: Locations, embedder: str | None = None) -> Any:
         LibsqlVectorStore(locations.memory_path()),
         embedder_from_env(kind=embedder),
         open_knowledge_store(locations),
+        clock=clock,
     )
+
+
+def close_recall(recall: Any) -> None:
+    """Close what ``open_recall`` opened: its stores and the embedder's connections."""
+    for part in (recall.memory, recall.vectors, recall.knowledge, recall.embedder):
+        close = getattr(part, "close", None)
+        if close is not None:
+            close()
+
+
+RECALL_MODES = ("off", "shadow", "on")
+
+
+@dataclass(frozen=True, slots=True)
+class RecallConfig:
+    """How a serving host offers ``recall``, the same for ``oh serve`` and ``oh mcp``.
+
+    ``mode``: ``--recall`` or ``OH_RECALL`` — ``shadow`` (computed and measured, the agent gets
+    no rows; the default on the embedded backend), ``on``, or ``off`` (no recall tool; the
+    default on PostgreSQL, where this release keeps no vectors). ``deadline``: seconds one
+    recall may take, ``--recall-deadline`` or ``OH_RECALL_DEADLINE`` (None: the host default).
+    """
+
+    mode: str
+    deadline: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
+
+    @property
+    def shadow(self) -> bool:
+        return self.mode != "on"
+
+    @classmethod
+    def resolve(
+        cls,
+        locations: Locations,
+        mode: str | None = None,
+        deadline: float | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> RecallConfig:
+        """Explicit values win over the environment, which wins over the defaults."""
+        env = os.environ if environ is None else environ
+        chosen = mode or env.get("OH_RECALL") or None
+        if chosen is None:
+            chosen = "off" if is_postgres_url(locations.memory_url) else "shadow"
+        if chosen not in RECALL_MODES:
+            raise InvalidArgument(
+                f"recall must be one of {', '.join(RECALL_MODES)}, not {chosen!r}"
+            )
+        seconds: float | None = deadline
+        raw = env.get("OH_RECALL_DEADLINE")
+        if seconds is None and raw:
+            try:
+                seconds = float(raw)
+            except ValueError:
+                raise InvalidArgument(f"OH_RECALL_DEADLINE must be seconds, not {raw!r}") from None
+        if seconds is not None and not 0 < seconds < math.inf:
+            raise InvalidArgument("the recall deadline must be a positive number of seconds")
+        return cls(chosen, seconds)

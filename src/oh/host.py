@@ -18,11 +18,19 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oh.config import Locations, open_host_registry, open_knowledge_store, open_memory_store
+from oh.config import (
+    Locations,
+    RecallConfig,
+    close_recall,
+    open_host_registry,
+    open_knowledge_store,
+    open_memory_store,
+    open_recall,
+)
 from oh.core.canonical import input_value
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
@@ -34,7 +42,18 @@ from oh.profiles import Profiles
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
 from oh.tools import Caller, RecallService, Tools
 
-__all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "open_host"]
+if TYPE_CHECKING:  # oh.recall brings numpy; a host without recall never imports it
+    from oh.recall.background import CatchUpPass, CatchUpWorker, DeadlineRecall, ShadowRecall
+
+__all__ = [
+    "Host",
+    "HostSettings",
+    "MemoryCard",
+    "Metrics",
+    "close_host",
+    "open_agent_host",
+    "open_host",
+]
 
 logger = logging.getLogger("oh.host")
 
@@ -52,6 +71,10 @@ class HostSettings:
     )
     memory_default: bool = True
     recall_shadow: bool = True
+    # The longest one recall may take; past it the agent gets ``storage_unavailable`` at once.
+    recall_deadline: timedelta = timedelta(seconds=2)
+    # Shadow recalls waiting to be measured; more are dropped (and counted), never waited for.
+    recall_shadow_queue: int = 64
     public_url: str = ""  # prefix for panel links in memory cards, e.g. http://127.0.0.1:8765
 
 
@@ -83,6 +106,9 @@ class Metrics:
         self.calls: dict[tuple[str, str], int] = {}
         self.seconds: dict[str, float] = {}
         self.events: dict[str, int] = {}
+        self.recall_enabled = False
+        self.pending_embeddings: int | None = None
+        self.embedding_failures: dict[tuple[str, str], int] = {}  # (stage, reason) -> count
 
     def tool(self, tool: str, outcome: str, seconds: float) -> None:
         with self._lock:
@@ -92,6 +118,11 @@ class Metrics:
     def count(self, event: str) -> None:
         with self._lock:
             self.events[event] = self.events.get(event, 0) + 1
+
+    def embedding_failure(self, stage: str, reason: str, count: int = 1) -> None:
+        with self._lock:
+            key = (stage, reason)
+            self.embedding_failures[key] = self.embedding_failures.get(key, 0) + count
 
     def render(self) -> str:
         with self._lock:
@@ -115,6 +146,24 @@ class Metrics:
             ]
             for event, count in sorted(self.events.items()):
                 lines.append(f'oh_events_total{{event="{event}"}} {count}')
+            if self.recall_enabled:
+                lines += [
+                    "# HELP oh_recall_pending_embeddings Records in open notebooks' views that"
+                    " have no vector yet, after the last catch-up pass.",
+                    "# TYPE oh_recall_pending_embeddings gauge",
+                ]
+                if self.pending_embeddings is not None:
+                    lines.append(f"oh_recall_pending_embeddings {self.pending_embeddings}")
+                lines += [
+                    "# HELP oh_recall_embedding_failures_total Failed embeddings by stage"
+                    " (catch_up, query) and reason.",
+                    "# TYPE oh_recall_embedding_failures_total counter",
+                ]
+                for (stage, reason), count in sorted(self.embedding_failures.items()):
+                    lines.append(
+                        f'oh_recall_embedding_failures_total{{stage="{stage}",reason="{reason}"}}'
+                        f" {count}"
+                    )
         return "\n".join(lines) + "\n"
 
 
@@ -147,18 +196,75 @@ class Host:
         )
         self.profiles = Profiles(knowledge, clock=clock)
         self.review = Knowledge(knowledge, memory, clock=clock, profiles=self.profiles)
+        # The service as given (catch-up runs on it); the tools get it behind a deadline and,
+        # in shadow mode, behind the shadow queue, so no recall ever blocks the agent.
+        self.recall = recall
+        self.deadline_recall: DeadlineRecall | None = None
+        self.shadow_recall: ShadowRecall | None = None
+        self.recall_catch_up: CatchUpWorker | None = None
         self.tools = Tools(
             memory,
             knowledge,
             self.secret,
             clock=clock,
             token_ttl=self.settings.token_ttl,
-            recall=recall,
+            recall=None if recall is None else self._guarded(recall),
             profiles=self.profiles,
             shadow=self.settings.recall_shadow,
-            on_recall_shadow=self._measure_shadow_recall,
         )
         self._listeners: list[Callable[[MemoryCard], None]] = []
+
+    def _guarded(self, recall: RecallService) -> RecallService:
+        from oh.recall.background import CatchUpWorker, DeadlineRecall, ShadowRecall
+        from oh.recall.service import Recall
+
+        self.metrics.recall_enabled = True
+        self.deadline_recall = DeadlineRecall(
+            recall,
+            self.settings.recall_deadline.total_seconds(),
+            on_failure=lambda reason: self.metrics.embedding_failure("query", reason),
+        )
+        guarded: RecallService = self.deadline_recall
+        if self.settings.recall_shadow:
+            self.shadow_recall = ShadowRecall(
+                self.deadline_recall,
+                self._measure_shadow_recall,
+                queue_size=self.settings.recall_shadow_queue,
+                on_drop=lambda: self.metrics.count("recall_shadow_dropped"),
+            )
+            guarded = self.shadow_recall
+        if isinstance(recall, Recall):
+            self.recall_catch_up = CatchUpWorker(recall, on_pass=self._observe_catch_up)
+        return guarded
+
+    def _observe_catch_up(self, done: CatchUpPass) -> None:
+        if done.pending is not None:
+            self.metrics.pending_embeddings = done.pending
+        if done.failure is not None:
+            self.metrics.embedding_failure("catch_up", done.failure)
+        if done.refused:
+            self.metrics.embedding_failure("catch_up", "refused", done.refused)
+
+    def start_catch_up(self, every: float = 1.0) -> None:
+        """Embed pending notes every ``every`` seconds in a background thread (SPEC §7: never
+        inside a write), until ``stop``. Needs a ``Recall`` service."""
+        if self.recall_catch_up is None:
+            raise InvalidArgument("this host has no recall service to catch up")
+        self.recall_catch_up.start(every)
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stop the host's background work: the catch-up loop, the shadow measurements (what
+        is queued is dropped) and the recall workers. The stores stay open. False if the
+        catch-up or the shadow worker is still waiting for the embedder after ``timeout``
+        (a recall given up at its deadline never touches a store again; those two may)."""
+        stopped = True
+        if self.recall_catch_up is not None:
+            stopped = self.recall_catch_up.stop(timeout) and stopped
+        if self.shadow_recall is not None:
+            stopped = self.shadow_recall.close(timeout) and stopped
+        if self.deadline_recall is not None:
+            self.deadline_recall.close()
+        return stopped
 
     # -- owners ---------------------------------------------------------------------------
 
@@ -284,15 +390,25 @@ class Host:
         self.metrics.count("notebook_forgotten")
         return report.to_json()
 
-    def _measure_shadow_recall(self, caller: Caller, found: dict[str, Any]) -> None:
-        """Shadow recall: what the agent would have seen is measured and logged, never shown."""
-        rows = found.get("rows", [])
+    def _measure_shadow_recall(
+        self, notebook: Notebook, found: dict[str, Any] | None, error: OhError | None
+    ) -> None:
+        """Shadow recall, in the background: what the agent would have seen is measured and
+        logged, never shown."""
         self.metrics.count("recall_shadow")
+        if found is None:
+            self.metrics.count("recall_shadow_failed")
+            logger.debug(
+                "shadow recall failed",
+                extra={"notebook": notebook.id, "code": getattr(error, "code", None)},
+            )
+            return
+        rows = found.get("rows", [])
         self.metrics.count("recall_shadow_rows" if rows else "recall_shadow_empty")
         logger.info(
             "shadow recall",
             extra={
-                "notebook": caller.notebook_id,
+                "notebook": notebook.id,
                 "rows": len(rows),
                 "top_score": rows[0]["score"] if rows else None,
             },
@@ -430,6 +546,41 @@ def _body(body: Any, keys: frozenset[str], shape: str) -> dict[str, Any]:
         if value is None:
             raise InvalidArgument(f"{key} is null; leave it out instead")
     return body
+
+
+def open_agent_host(
+    locations: Locations,
+    recall: RecallConfig | None = None,
+    *,
+    public_url: str = "",
+    catch_up_every: float = 1.0,
+) -> Host:
+    """The host ``oh serve`` and ``oh mcp`` serve agents from: recall as ``recall`` says
+    (``RecallConfig.resolve`` by default: ``--recall`` / ``OH_RECALL``), with its deadline and,
+    when enabled, the catch-up loop running. ``Host.stop`` ends it; ``close_host`` closes all."""
+    config = recall or RecallConfig.resolve(locations)
+    service = open_recall(locations) if config.enabled else None
+    settings = HostSettings(public_url=public_url, recall_shadow=config.shadow)
+    if config.deadline is not None:
+        settings = replace(settings, recall_deadline=timedelta(seconds=config.deadline))
+    host = open_host(locations, settings=settings, recall=service)
+    if service is not None:
+        host.start_catch_up(catch_up_every)
+    return host
+
+
+def close_host(host: Host) -> None:
+    """Stop ``host``'s background work, then close its stores and its recall service's.
+
+    The recall service's stores stay open if a background thread still uses them (it is
+    waiting for a slow embedder): closing a libSQL connection under a thread that then uses
+    it aborts that thread noisily. The process is ending anyway."""
+    stopped = host.stop()
+    host.memory.close()
+    host.knowledge.close()
+    host.registry.close()
+    if host.recall is not None and stopped:
+        close_recall(host.recall)
 
 
 def open_host(locations: Locations, **options: Any) -> Host:

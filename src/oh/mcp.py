@@ -50,7 +50,7 @@ from starlette.types import ASGIApp
 from oh import __version__
 from oh.core.canonical import parse_input
 from oh.errors import Forbidden, InvalidArgument, NotFound, StorageUnavailable, Unauthenticated
-from oh.host import Host, open_host
+from oh.host import Host, close_host, open_agent_host
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.tools import TOOL_NAMES
 
@@ -475,18 +475,21 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     A missing token or one for another notebook stops here, before serving; a notebook that
     expired or was forgotten is still served, and every call answers ``expired`` / ``purged``.
     """
-    from oh.config import Locations
+    from oh.config import Locations, RecallConfig
 
     token = os.environ.get(AGENT_TOKEN_ENV) or None
     if token is None:
         raise Unauthenticated(f"set {AGENT_TOKEN_ENV} to the agent token of the notebook")
-    host = open_host(Locations.from_args(args))
+    locations = Locations.from_args(args)
+    # The same recall as `oh serve` on these databases: same options, same defaults.
+    recall = RecallConfig.resolve(
+        locations, getattr(args, "recall", None), getattr(args, "recall_deadline", None)
+    )
+    host = open_agent_host(locations, recall)
     try:
         if host.agent(token) != args.notebook:
             raise Forbidden(f"{AGENT_TOKEN_ENV} belongs to another notebook than {args.notebook}")
         run_stdio(host, args.notebook, token)
     finally:
-        host.memory.close()
-        host.knowledge.close()
-        host.registry.close()
+        close_host(host)
     return 0

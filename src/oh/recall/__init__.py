@@ -5,12 +5,22 @@
   adapters, with the ``EmbedderError`` tree.
 * ``index`` — one scope's in-memory index: exact cosine, or an HNSW graph when large.
 * ``service`` — ``Recall``: recall, catch-up of pending embeddings, rebuild.
+* ``background`` — off the request path: ``DeadlineRecall`` (a deadline on every call),
+  ``ShadowRecall`` (shadow measurements in a bounded worker), ``CatchUpWorker``.
 * ``cli`` — ``oh index rebuild`` for vectors.
 
 Vectors are derived data: rows of ``(digest, vector)`` in the memory database, never text,
 dropped and rebuilt at will. See docs/recall.md.
 """
 
+from oh.recall.background import (
+    DEFAULT_DEADLINE,
+    CatchUpPass,
+    CatchUpWorker,
+    DeadlineRecall,
+    RecallDeadlineExceeded,
+    ShadowRecall,
+)
 from oh.recall.embedders import (
     Embedder,
     EmbedderError,
@@ -36,9 +46,13 @@ from oh.recall.service import (
 )
 
 __all__ = [
+    "DEFAULT_DEADLINE",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "CatchUpPass",
     "CatchUpReport",
+    "CatchUpWorker",
+    "DeadlineRecall",
     "Embedder",
     "EmbedderError",
     "EmbedderRejected",
@@ -51,7 +65,9 @@ __all__ = [
     "RebuildReport",
     "Recall",
     "RecallAnswer",
+    "RecallDeadlineExceeded",
     "RecallRow",
+    "ShadowRecall",
     "VectorIndex",
     "VectorStore",
     "embedder_from_env",

@@ -1,4 +1,5 @@
-"""``oh index rebuild`` for vectors (SPEC §9): drop every vector and embed everything again.
+"""``oh index rebuild`` for vectors (SPEC §9): embed everything again, then swap the new vectors
+in for the old ones; if embedding fails, the old index stays as it was.
 
 The ``oh`` command hooks ``rebuild_command``; ``add_rebuild_arguments`` adds its options.
 """
@@ -11,6 +12,7 @@ import sys
 from typing import TextIO
 
 from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.errors import OhError
 from oh.recall.embedders import EMBEDDERS, embedder_from_env
 from oh.recall.service import Recall
 from oh.storage.libsql_vectors import LibsqlVectorStore
@@ -31,7 +33,8 @@ def add_rebuild_arguments(parser: argparse.ArgumentParser) -> None:
 def rebuild_command(
     args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None
 ) -> int:
-    """Drop and rebuild every vector of the memory database; 0 when nothing is left pending."""
+    """Rebuild every vector of the memory database; 0 when nothing is left pending. An embedder
+    that fails stops it with the old index intact (``OhError``, exit status 2 from ``oh``)."""
     out = out or sys.stdout
     err = err or sys.stderr
     as_json = bool(getattr(args, "json", False))
@@ -51,7 +54,12 @@ def rebuild_command(
                         err.write(f"\rembedding notebooks {done}/{total}")
                         err.flush()
 
-                report = recall.rebuild(progress)
+                try:
+                    report = recall.rebuild(progress)
+                except OhError:
+                    if not as_json and err.isatty():
+                        err.write("\n")  # end the progress line before the error
+                    raise
             finally:
                 knowledge.close()
         finally:

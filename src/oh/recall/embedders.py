@@ -481,7 +481,8 @@ class OpenAIEmbedder:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> OpenAIEmbedder:
         """``OH_EMBEDDINGS_URL``, ``OH_EMBEDDINGS_MODEL``, ``OH_EMBEDDINGS_DIMENSIONS`` (all
-        required), ``OH_EMBEDDINGS_API_KEY``, ``OH_EMBEDDINGS_BATCH``, ``OH_EMBEDDINGS_TIMEOUT``."""
+        required), ``OH_EMBEDDINGS_API_KEY``, ``OH_EMBEDDINGS_BATCH``, ``OH_EMBEDDINGS_TIMEOUT``,
+        ``OH_EMBEDDINGS_RETRIES``."""
         env = os.environ if environ is None else environ
         missing = [
             name
@@ -497,6 +498,7 @@ class OpenAIEmbedder:
             api_key=env.get("OH_EMBEDDINGS_API_KEY") or None,
             batch_size=_env_int(env, "OH_EMBEDDINGS_BATCH", 64),
             timeout=_env_float(env, "OH_EMBEDDINGS_TIMEOUT", 30.0),
+            max_retries=_env_int(env, "OH_EMBEDDINGS_RETRIES", 4),
         )
 
     @property
@@ -562,7 +564,9 @@ class OpenAIEmbedder:
                     **details,
                 ) from cause
             delay = self._delay(attempt, wait)
-            logger.warning(
+            # Debug, not warning: the caller reports the failure that matters, once (a
+            # background catch-up retrying every second would otherwise log each attempt).
+            logger.debug(
                 "embeddings endpoint %s %s; retry %d of %d in %.2f s",
                 self.base_url,
                 failure,

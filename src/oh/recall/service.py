@@ -6,8 +6,9 @@ similar note never enters the conversation unread. It writes nothing.
 
 Embedding the notes happens later, outside every write transaction: ``remember`` makes no
 network call. ``catch_up(notebook_id)`` / ``catch_up_all()`` embed what is pending (a host runs
-them from a background thread) and ``recall`` says how many records it could not search yet
-(``pending``). ``rebuild`` drops every vector and embeds everything again.
+them from a background thread, ``oh.recall.background.CatchUpWorker``) and ``recall`` says how
+many records it could not search yet (``pending``). ``rebuild`` embeds everything again beside
+the old vectors, then swaps the new ones in.
 
 Vectors are cached by ``(model, digest)``: an unchanged note is never embedded twice; a replaced
 note has a new digest and gets a new vector; a removed note's vector is deleted by the next
@@ -38,6 +39,7 @@ from oh.errors import (
     Expired,
     IntegrityError,
     InvalidArgument,
+    OhError,
     Purged,
 )
 from oh.recall.embedders import (
@@ -117,6 +119,15 @@ class VectorStore(Protocol):
     ) -> int: ...
 
     def drop_reviewed_vectors(self) -> int: ...
+
+    def drop_model_vectors(self, model_id: str) -> int:
+        """Delete every vector (notes and reviewed records) of one model id."""
+        ...
+
+    def replace_vectors(self, staged_model_id: str, model_id: str) -> dict[str, int]:
+        """In one transaction: delete every vector not of ``staged_model_id`` and give the
+        staged ones ``model_id``; the rows deleted, per table."""
+        ...
 
 
 # -- answers ---------------------------------------------------------------------------------
@@ -307,6 +318,7 @@ class Recall:
         self._reviewed: OrderedDict[str, _Reviewed] = OrderedDict()
         self._reviewed_done: set[tuple[str, int]] = set()  # (owner, revision) fully embedded
         self._catching_up: dict[str, threading.Lock] = {}
+        self._refused: dict[str, str] = {}  # notebook -> why its texts were last refused
         self._rebuilding = threading.Lock()
 
     # -- recall -----------------------------------------------------------------------------
@@ -326,16 +338,18 @@ class Recall:
         text = _check_text(text)
         limit = _check_limit(limit)
         notebook = self._open(notebook)
+        # Every read of the database comes before the query goes to the embedder, which may be
+        # slow: a call given up at its deadline finishes in memory, whatever happened meanwhile.
+        notes = self._synced_notes(notebook)
+        names, pending = notes.names, notes.pending
+        reviewed = self._synced_view(notebook)
         query = self._embed([text])[0]
         found: list[tuple[float, str, int, str]] = []  # (-score, name, origin rank, digest)
-        notes = self._synced_notes(notebook)
         for digest, score in notes.index.search(query, limit):
-            name = notes.names.get(digest)
+            name = names.get(digest)
             if name is not None:
                 found.append((-_score(score), name, 0, digest))
-        pending = notes.pending
         approximate = notes.index.approximate
-        reviewed = self._synced_view(notebook)
         if reviewed is not None:
             scope, view = reviewed
             for digest, score in scope.index.search(query, limit, allowed=view.digests):
@@ -365,6 +379,16 @@ class Recall:
         )
         reviewed = self._synced_view(notebook)
         return count + (reviewed[1].pending if reviewed is not None else 0)
+
+    def pending_total(self) -> int:
+        """How many records of every open notebook's view have no vector yet (for metrics)."""
+        total = 0
+        for notebook_id in self.vectors.open_notebook_ids(self.clock()):
+            try:
+                total += self.pending(notebook_id)
+            except (Purged, Expired):
+                continue  # closed since it was listed
+        return total
 
     def _open(self, notebook: Notebook | str) -> Notebook:
         if isinstance(notebook, str):
@@ -600,32 +624,92 @@ class Recall:
             try:
                 report.add(self.catch_up(notebook_id))
             except (EmbedderRejected, EmbedderResponseInvalid) as exc:
-                logger.error("catch-up of %s failed: %s", notebook_id, exc.message)
+                # Every pass tries again; the log says so once, not once a pass.
+                if self._refused.get(notebook_id) != exc.message:
+                    logger.error("catch-up of %s failed: %s", notebook_id, exc.message)
+                self._refused[notebook_id] = exc.message
                 report.failed += 1
+            else:
+                if self._refused.pop(notebook_id, None) is not None:
+                    logger.warning("catch-up of %s works again", notebook_id)
+        for notebook_id in [nid for nid in self._refused if nid not in still_open]:
+            del self._refused[notebook_id]
         return report
 
     # -- rebuild ----------------------------------------------------------------------------
 
     def rebuild(self, progress: Progress | None = None) -> RebuildReport:
-        """Drop every vector (every model) and embed every open notebook's view again.
+        """Embed every open notebook's view again, then replace every vector (every model)
+        with the new ones, at once.
 
-        ``progress(done, total)`` is called once before the first notebook and after each one.
-        Until a notebook is done, its recalls report its records as pending.
+        The new vectors are built beside the old ones, under a staging model id, and swapped
+        in by one transaction: until then recalls answer from the old index, and if embedding
+        fails (an endpoint down, texts refused) the staged vectors are deleted, the old index
+        is left exactly as it was, and the error says so. ``progress(done, total)`` is called
+        once before the first notebook and after each one.
         """
         started = time.monotonic()
+        staged_id = f"rebuild:{self.model_id}"
         with self._rebuilding:
-            dropped = {
-                "note_vectors": self.vectors.drop_note_vectors(),
-                "reviewed_vectors": self.vectors.drop_reviewed_vectors(),
-            }
-            self.clear()
+            # Left over by a rebuild that was killed before it swapped or cleaned up.
+            self.vectors.drop_model_vectors(staged_id)
+            staging = Recall(
+                self.memory,
+                self.vectors,
+                _Staged(self.embedder, staged_id),
+                self.knowledge,
+                clock=self.clock,
+                batch=self.batch,
+                # No search graph for vectors nobody searches yet.
+                settings=IndexSettings(ann_threshold=1 << 62),
+                cached_scopes=1,
+            )
             open_ids = self.vectors.open_notebook_ids(self.clock())
-            report = RebuildReport(dropped)
+            caught_up = CatchUpReport()
             if progress is not None:
                 progress(0, len(open_ids))
-            for done, notebook_id in enumerate(open_ids, start=1):
-                report.caught_up.add(self.catch_up(notebook_id))
-                if progress is not None:
-                    progress(done, len(open_ids))
+            try:
+                for done, notebook_id in enumerate(open_ids, start=1):
+                    caught_up.add(staging.catch_up(notebook_id))
+                    if progress is not None:
+                        progress(done, len(open_ids))
+            except BaseException as exc:
+                self.vectors.drop_model_vectors(staged_id)
+                if isinstance(exc, OhError):
+                    raise type(exc)(
+                        f"index rebuild stopped, the index is unchanged: {exc.message}",
+                        **exc.details,
+                    ) from exc
+                raise
+            dropped = self.vectors.replace_vectors(staged_id, self.model_id)
+            in_use = self.cached_notebooks()
+            self.clear()
+            for notebook_id in in_use:
+                # What this process was searching is loaded again now (with its graph when
+                # large), not by the next recall.
+                try:
+                    self._refresh(notebook_id)
+                except OhError:
+                    continue
+        report = RebuildReport(dropped, caught_up)
         report.seconds = time.monotonic() - started
         return report
+
+
+class _Staged:
+    """An embedder under another model id: a rebuild stores its vectors beside the old ones."""
+
+    def __init__(self, inner: Embedder, model_id: str) -> None:
+        self.inner = inner
+        self._model_id = model_id
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimensions(self) -> int:
+        return self.inner.dimensions
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        return self.inner.embed(texts)

@@ -196,6 +196,34 @@ class LibsqlVectorStore(LibsqlDatabase):
         with self._write() as conn:
             return int(conn.execute("DELETE FROM reviewed_vectors").rowcount)
 
+    # -- rebuild --------------------------------------------------------------------------
+
+    def drop_model_vectors(self, model_id: str) -> int:
+        """Delete every vector of one model id, notes and reviewed records."""
+        with self._write() as conn:
+            return sum(
+                int(conn.execute(f"DELETE FROM {table} WHERE model_id = ?", (model_id,)).rowcount)
+                for table in ("note_vectors", "reviewed_vectors")
+            )
+
+    def replace_vectors(self, staged_model_id: str, model_id: str) -> dict[str, int]:
+        """Swap a rebuilt index in, in one transaction: delete every vector that is not of
+        ``staged_model_id`` (every model), then give the staged vectors ``model_id``. Returns
+        the rows deleted per table. Readers see the old index or the new one, never neither."""
+        dropped: dict[str, int] = {}
+        with self._write() as conn:
+            for table in ("note_vectors", "reviewed_vectors"):
+                dropped[table] = int(
+                    conn.execute(
+                        f"DELETE FROM {table} WHERE model_id <> ?", (staged_model_id,)
+                    ).rowcount
+                )
+                conn.execute(
+                    f"UPDATE {table} SET model_id = ? WHERE model_id = ?",
+                    (model_id, staged_model_id),
+                )
+        return dropped
+
     def vector_count(self) -> dict[str, int]:
         """Rows per vector table (for reports and tests)."""
         counts: dict[str, int] = {}
