@@ -558,6 +558,7 @@ def open_agent_host(
     """The host ``oh serve`` and ``oh mcp`` serve agents from: recall as ``recall`` says
     (``RecallConfig.resolve`` by default: ``--recall`` / ``OH_RECALL``), with its deadline and,
     when enabled, the catch-up loop running. ``Host.stop`` ends it; ``close_host`` closes all."""
+    locations.prepare()  # refuse a missing location before recall opens (and creates) one
     config = recall or RecallConfig.resolve(locations)
     service = open_recall(locations) if config.enabled else None
     settings = HostSettings(public_url=public_url, recall_shadow=config.shadow)
