@@ -165,14 +165,13 @@ def _refused(raw: bytes, reason: str) -> bytes:
 def screen(raw: bytes) -> bytes:
     """One JSON-RPC message as Oh reads it, ready for the SDK.
 
-    Read by ``parse_input`` (tool arguments count their nesting from their own root, as a tool
-    route's body does), then written out again, so the SDK parses exactly the values Oh read. A
+    Read by ``parse_input``, then written out again, so the SDK parses exactly the values Oh read. A
     message Oh refuses carries the reason in ``params._meta["oh/refused"]`` instead, which the
     server answers before any handler runs: a tool call with ``invalid_argument``, anything else
     with a JSON-RPC error.
     """
     try:
-        message = parse_input(raw, "request body", depth=-2)
+        message = parse_input(raw, "request body")
     except InvalidArgument as exc:
         return _refused(raw, exc.message)
     if isinstance(message, list):

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastjsonschema
 
-from oh.core.canonical import MAX_SAFE_INTEGER, input_value
+from oh.core.canonical import MAX_SAFE_INTEGER, check_json, input_value
 from oh.core.changes import (
     MAX_CHANGES,
     MAX_REQUEST_ID,
@@ -536,38 +535,35 @@ def check_schema(validator: Callable[[Any], Any], what: str, value: Any) -> None
 
 
 # -- the typed arguments -------------------------------------------------------------------------
+# Named tuples: immutable like frozen dataclasses, and built several times faster, which counts on
+# a read that takes 25 us in all.
 
 
-@dataclass(frozen=True, slots=True)
-class Remember:
+class Remember(NamedTuple):
     based_on: int
     request_id: str
     changes: tuple[Change, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Query:
+class Query(NamedTuple):
     question: str
     params: dict[str, Any]  # name, kind, since: those given
     limit: int
     cursor: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Read:
+class Read(NamedTuple):
     name: str
     digest: str | None
     origin: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class Explain:
+class Explain(NamedTuple):
     token: str
     row: int
 
 
-@dataclass(frozen=True, slots=True)
-class Recall:
+class Recall(NamedTuple):
     text: str
     limit: int
 
@@ -575,19 +571,44 @@ class Recall:
 Arguments = Remember | Query | Read | Explain | Recall
 
 
+def _fields_read(changes: list[Any]) -> list[Any]:
+    """``changes`` with every record's ``fields`` read by the input rule (``2.0`` is 2), copied
+    only where that changes something. Most notes have no fields: a lookup each."""
+    read = changes
+    for index, change in enumerate(changes):
+        record = change.get("record") if type(change) is dict else None
+        if type(record) is not dict:
+            continue
+        fields = record.get("fields")
+        if fields:
+            normal = input_value(fields, "record.fields")
+            if normal is not fields:
+                if read is changes:
+                    read = list(changes)
+                read[index] = {**change, "record": {**record, "fields": normal}}
+    return read
+
+
+def _integer(value: Any) -> int:
+    """An integer the schema accepted: an int, or a float whose value is one (``5.0``)."""
+    return value if type(value) is int else int(value)
+
+
 def _remember(arguments: Any) -> Remember:
     if type(arguments) is dict:
         changes = arguments.get("changes")
-        if type(changes) is list and len(changes) > MAX_CHANGES:
-            raise TooManyChanges(
-                f"changes holds {len(changes)} operations; at most {MAX_CHANGES} per call",
-                limit=MAX_CHANGES,
-            )
+        if type(changes) is list:
+            if len(changes) > MAX_CHANGES:
+                raise TooManyChanges(
+                    f"changes holds {len(changes)} operations; at most {MAX_CHANGES} per call",
+                    limit=MAX_CHANGES,
+                )
+            changes = _fields_read(changes)
         # The parsers first: their messages name the exact rule a change broke.
         parsed = parse_changes(changes)
-        based_on = parse_based_on(arguments.get("based_on"))
-        request_id = parse_request_id(arguments.get("request_id"))
         validate_arguments("remember", arguments)
+        based_on = parse_based_on(_integer(arguments["based_on"]))
+        request_id = parse_request_id(arguments["request_id"])
         return Remember(based_on, request_id, parsed)
     validate_arguments("remember", arguments)
     raise AssertionError("the schema refuses what is not an object")  # pragma: no cover
@@ -604,10 +625,12 @@ def _query(arguments: Any) -> Query:
                 raise InvalidArgument(f"question {question} takes no {key!r}")
     validate_arguments("query", arguments)
     params = {key: arguments[key] for key in _QUESTION_PARAMETERS if key in arguments}
+    if "since" in params:
+        params["since"] = _integer(params["since"])
     return Query(
         arguments["question"],
         params,
-        arguments.get("limit", DEFAULT_LIMIT),
+        _integer(arguments.get("limit", DEFAULT_LIMIT)),
         arguments.get("cursor"),
     )
 
@@ -619,12 +642,15 @@ def _read(arguments: Any) -> Read:
 
 def _explain(arguments: Any) -> Explain:
     validate_arguments("explain", arguments)
-    return Explain(arguments["token"], arguments["row"])
+    return Explain(arguments["token"], _integer(arguments["row"]))
 
 
 def _recall(arguments: Any) -> Recall:
     validate_arguments("recall", arguments)
-    return Recall(arguments["text"], arguments.get("limit", DEFAULT_RECALL_LIMIT))
+    text = arguments["text"]
+    if not text.isascii():
+        check_json(text, "text")  # a lone surrogate cannot be embedded
+    return Recall(text, _integer(arguments.get("limit", DEFAULT_RECALL_LIMIT)))
 
 
 _PARSERS: dict[str, Callable[[Any], Arguments]] = {
@@ -639,5 +665,9 @@ _PARSERS: dict[str, Callable[[Any], Arguments]] = {
 def parse_arguments(tool: str, arguments: Any) -> Arguments:
     """The typed arguments of one call of ``tool``, or ``invalid_argument`` (``too_many_changes``,
     ``unknown_question``) saying what is wrong. ``arguments`` is what the agent sent: parsed
-    JSON from a transport, or values a library caller built (read by the same number rule)."""
-    return _PARSERS[tool](input_value(arguments, tool))
+    JSON from a transport, or values a library caller built, read by the same number rule
+    (``5.0`` is 5; JSON Schema's "integer" is a number whose value is an integer)."""
+    try:
+        return _PARSERS[tool](arguments)
+    except RecursionError:
+        raise InvalidArgument(f"{tool}: arguments nested too deep") from None

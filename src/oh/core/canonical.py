@@ -211,13 +211,20 @@ def _input_float(text: str) -> int | float:
     return value
 
 
-def parse_input(text: str | bytes, where: str = "request body", *, depth: int = 0) -> Any:
-    """Parse JSON that arrives from outside: what ``parse_json`` refuses, plus the number rule of
-    this module's docstring (integral values become ints; outside ±(2^53-1) they are refused).
+# Writes any JSON value (keys in their order, strings as they are): encoding its output as UTF-8
+# fails exactly when a string holds a lone surrogate, which is all ``parse_input`` still has to
+# look for once ``json.loads`` and its hooks are done, at C speed.
+_plain_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def parse_input(text: str | bytes, where: str = "request body") -> Any:
+    """Parse JSON that arrives from outside: duplicate keys, NaN, Infinity and lone surrogates
+    refused, and numbers read by the rule of this module's docstring (an integral value is an
+    int; outside ±(2^53-1) it is refused).
 
     Bytes must be UTF-8. Every transport reads a body with this function, so one body means one
-    thing over HTTP, MCP and stdio. ``depth`` is how deep the root sits in what the nesting limit
-    counts (-2 for an MCP message, whose tool arguments sit two levels down).
+    thing over HTTP, MCP and stdio. Nesting is not limited here but where a value is used (a
+    record's ``fields``), so a body and a library caller's value meet the same limit.
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -232,19 +239,19 @@ def parse_input(text: str | bytes, where: str = "request body", *, depth: int = 
             parse_int=_input_int,
             parse_float=_input_float,
         )
+        _plain_encoder.encode(value).encode("utf-8")
     except InvalidArgument:
         raise
+    except UnicodeEncodeError:
+        raise InvalidArgument(f"{where}: a string holds a lone surrogate") from None
     except (ValueError, RecursionError) as exc:
         raise InvalidArgument(f"{where} is not valid JSON: {exc}") from None
-    _walk(value, depth, where)
     return value
 
 
-def _input(value: Any, depth: int, where: str) -> Any:
+def _input(value: Any, where: str) -> Any:
     """``value`` under the input rule: the same object when nothing changes, otherwise a copy in
     which every integral float is an int (containers are copied only along a changed path)."""
-    if depth > MAX_DEPTH:
-        raise InvalidArgument(f"{where}: nested deeper than {MAX_DEPTH} levels")
     kind = type(value)
     if kind is str:
         if not value.isascii():
@@ -267,7 +274,7 @@ def _input(value: Any, depth: int, where: str) -> Any:
     if kind is list or kind is tuple:
         items = None
         for index, item in enumerate(value):
-            read = _input(item, depth + 1, where)
+            read = _input(item, where)
             if read is not item:
                 if items is None:
                     items = list(value)
@@ -282,7 +289,7 @@ def _input(value: Any, depth: int, where: str) -> Any:
                 raise InvalidArgument(f"{where}: object keys must be strings")
             if not key.isascii():
                 _check_string(key, where)
-            read = _input(item, depth + 1, where)
+            read = _input(item, where)
             if read is not item:
                 if changed is None:
                     changed = dict(value)
@@ -291,11 +298,14 @@ def _input(value: Any, depth: int, where: str) -> Any:
     raise InvalidArgument(f"{where}: {kind.__name__} is not a JSON value")
 
 
-def input_value(value: Any, where: str = "arguments", *, depth: int = 0) -> Any:
+def input_value(value: Any, where: str = "arguments") -> Any:
     """A value a library caller built, read by the same rule as ``parse_input``: ``5.0`` is 5,
     an integral value outside ±(2^53-1) is refused, and anything JSON cannot carry is refused.
-    Returns ``value`` itself when nothing changes."""
-    return _input(value, depth, where)
+    Returns ``value`` itself when nothing changes. Nesting is limited where a value is used."""
+    try:
+        return _input(value, where)
+    except RecursionError:
+        raise InvalidArgument(f"{where}: nested too deep") from None
 
 
 def load_canonical(text: str) -> Any:
