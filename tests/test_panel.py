@@ -33,6 +33,7 @@ from fastapi.testclient import TestClient
 
 import oh.http
 from oh.config import Locations
+from oh.core.clock import system_clock
 from oh.host import Host, HostSettings, open_host
 from oh.http import create_app
 from oh.panel import SESSION_COOKIE, owner_from_request, panel_router
@@ -98,7 +99,12 @@ class World:
 
     def __init__(self, data: Path, url: str = "http://testserver") -> None:
         self.url = url
-        self.host = open_host(Locations(data), settings=HostSettings(public_url=url))
+        # The real clock, deliberately: the browser tests compare the host's forget time with
+        # Chromium's Date.now(), which no injected clock or clock shift reaches. Every other
+        # time these tests compare is the host's own. (So this module cannot run shifted.)
+        self.host = open_host(
+            Locations(data), settings=HostSettings(public_url=url), clock=system_clock
+        )
         self.app = _app(self.host)
         self.tokens = {name: self.host.create_owner_token(name) for name in ("alice", "bob")}
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from oh.core.clock import Clock, system_clock
 from oh.errors import InvalidArgument
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous
@@ -118,9 +119,12 @@ def open_purge_access(locations: Locations) -> PurgeAccess:
     return LibsqlPurgeAccess(locations.memory_path())
 
 
-def open_recall(locations: Locations, embedder: str | None = None) -> Any:
+def open_recall(
+    locations: Locations, embedder: str | None = None, *, clock: Clock = system_clock
+) -> Any:
     """The recall service over the embedded memory database (``OH_EMBEDDER`` picks the
-    embedder: ``hashing`` by default, ``local``, ``openai``)."""
+    embedder: ``hashing`` by default, ``local``, ``openai``). ``clock`` must be the host's:
+    recall answers only for notebooks that are open by it."""
     if is_postgres_url(locations.memory_url):
         raise InvalidArgument("recall needs the embedded memory database in this release")
     from oh.recall import Recall, embedder_from_env
@@ -131,4 +135,5 @@ def open_recall(locations: Locations, embedder: str | None = None) -> Any:
         LibsqlVectorStore(locations.memory_path()),
         embedder_from_env(kind=embedder),
         open_knowledge_store(locations),
+        clock=clock,
     )
