@@ -395,12 +395,12 @@ def run(
         store.close()
     verified = counts["detected"]
     # Reads must have happened and been checked: zero damage served by zero checked reads is
-    # no proof, so a run whose reads all answered something else cannot pass.
+    # no proof, so a run whose reads answered anything unexplained cannot pass. (Integrity
+    # refusals are not required here: a run of a few trials may damage no current record.)
     read_ok = (
         counts["read_served_damaged"] == 0
         and counts["read_answered_unexpectedly"] == 0
         and counts["read_served_genuine"] > 0
-        and counts["read_refused_integrity"] > 0
     )
     return {
         "suite": "tamper",
