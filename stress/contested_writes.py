@@ -64,7 +64,7 @@ def writer(target: Target, notebooks: list[str], worker: int, calls: int, start_
     rng = random.Random(worker)
     store = target.open(application_name=f"oh-contest-{worker}", max_size=1)
     lines = []
-    while time.time() < start_at:
+    while time.monotonic() < start_at:  # the start, on the one clock all processes share
         time.sleep(0.001)
     for i in range(calls):
         notebook_id = rng.choice(notebooks)
@@ -205,7 +205,7 @@ def run(
     finally:
         store.close()
     per_writer = [writes // writers + (1 if w < writes % writers else 0) for w in range(writers)]
-    start_at = time.time() + 1.0 + writers * 0.15
+    start_at = time.monotonic() + 1.0 + writers * 0.15
     processes = [
         subprocess.Popen(
             script_command(
@@ -230,7 +230,7 @@ def run(
         if process.returncode != 0:
             crashed.append(err[-2000:])
         history += [json.loads(line) for line in out.splitlines() if line]
-    elapsed = time.time() - start_at
+    elapsed = time.monotonic() - start_at
     violations = check(target, ids, setup + history)
     applied = sum(1 for c in history if c.get("result", {}).get("status") == "applied")
     refused = sum(1 for c in history if c.get("result", {}).get("status") == "refused")

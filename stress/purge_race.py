@@ -2,7 +2,10 @@
 
 Notebooks expire one after another over a few seconds. Writer processes keep writing to them
 with a clock that still believes it is early (a slow agent step), and retry earlier requests
-identically; a purge process runs passes with the real clock and its own purge credential.
+identically; a purge process runs passes with its own purge credential on a clock that runs
+from the moment every process is ready. Time is injected throughout: the schedule starts at a
+fixed date, the purger's clock is that date plus the real seconds elapsed since the start, so
+neither the wall clock's date nor how long the processes took to start can change the race.
 Afterwards every notebook must be a tombstone with no content, and one more late write and one
 more identical retry on each must be refused ``purged``. Any notebook that fails is a
 resurrection.
@@ -21,7 +24,7 @@ import multiprocessing
 import random
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +33,21 @@ from oh.core.notebook import new_notebook_id
 from oh.errors import Purged
 from oh.notebooks import purge_expired
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.testing.memory_store import T0
 
-EARLY = datetime(2026, 1, 1, tzinfo=UTC)  # what the late writers' clock says
+START = T0  # the moment every process is ready, on the race's own timeline
+EARLY = START  # what the late writers' clock says: the moment their notebooks opened
+HEAD_START = 1.0  # seconds between the start and the first expiry: the writers get going
 
 
 def _change(name: str, text: str) -> Any:
     return parse_changes([{"op": "add", "record": {"name": name, "text": text}}])
 
 
-def writer(path: str, ids: list[str], seed: int, deadline: float, out: Any) -> None:
+def writer(path: str, ids: list[str], seed: int, deadline: float, ready: Any, out: Any) -> None:
     rng = random.Random(seed)
     store = LibsqlMemoryStore(path, synchronous="NORMAL")
+    ready.wait(timeout=120)  # a process that died before the start fails the run, not hangs
     alive = list(ids)
     applied = refused_purged = retries = 0
     earlier: dict[str, tuple[int, str, str]] = {}
@@ -81,11 +88,17 @@ def writer(path: str, ids: list[str], seed: int, deadline: float, out: Any) -> N
     out.put({"applied": applied, "refused_purged": refused_purged, "retries": retries})
 
 
-def purger(path: str, total: int, deadline: float, out: Any) -> None:
+def purger(path: str, total: int, deadline: float, ready: Any, out: Any) -> None:
     access = LibsqlPurgeAccess(path)
+    ready.wait(timeout=120)  # a process that died before the start fails the run, not hangs
+    began = time.monotonic()
+
+    def clock() -> datetime:
+        return START + timedelta(seconds=time.monotonic() - began)
+
     purged = passes = 0
     while purged < total and time.monotonic() < deadline:
-        report = purge_expired(access, datetime.now(UTC), batch=25)
+        report = purge_expired(access, clock(), batch=25)
         purged += len(report.purged)
         passes += 1
         time.sleep(0.001)
@@ -96,12 +109,11 @@ def purger(path: str, total: int, deadline: float, out: Any) -> None:
 def run(races: int, writers: int, spread: float, workdir: Path) -> dict[str, Any]:
     path = str(workdir / "memory.db")
     store = LibsqlMemoryStore(path, synchronous="NORMAL")
-    now = datetime.now(UTC)
     ids = []
     for i in range(races):
         notebook_id = new_notebook_id()
-        # Expiries spread over the run, starting a moment after the workers start.
-        forgets = now + timedelta(seconds=1.0 + spread * i / races)
+        # Expiries spread over the run, starting a moment after every process is ready.
+        forgets = START + timedelta(seconds=HEAD_START + spread * i / races)
         store.create_notebook(
             notebook_id,
             owner="owner",
@@ -116,10 +128,11 @@ def run(races: int, writers: int, spread: float, workdir: Path) -> dict[str, Any
 
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
+    ready = context.Barrier(writers + 1)  # the purger and the writers start together
     deadline = time.monotonic() + spread + 120
-    procs = [context.Process(target=purger, args=(path, races, deadline, queue))]
+    procs = [context.Process(target=purger, args=(path, races, deadline, ready, queue))]
     procs += [
-        context.Process(target=writer, args=(path, ids, seed, deadline, queue))
+        context.Process(target=writer, args=(path, ids, seed, deadline, ready, queue))
         for seed in range(writers)
     ]
     for proc in procs:

@@ -16,7 +16,11 @@ changes. Each trial makes one random alteration with plain SQL, checks, and undo
   version and time from the log): every digest still matches.
 
 After each alteration ``verify`` must report a problem (and must not crash), and ``read`` of
-every current record must either refuse (``integrity``) or return exactly what the log says.
+every current record must either refuse (``integrity``) or return exactly what the log says;
+``not_found`` is expected only where the alteration took the record's row or name away. Any
+other answer (``expired``, say) fails the run: a read that never reached the integrity check
+proves nothing, so the suite must not pass on it. Reads run on a clock fixed an hour after the
+writes (both injected), so the notebooks are open whatever the date the suite runs on.
 Only the rollback can be read without an error: its content is genuine, just not current, so
 ``read`` cannot know; ``verify`` catches it. Stamps (author, time, version) of the current table
 are outside the digest, so ``read`` cannot check them either; ``verify`` does.
@@ -24,7 +28,8 @@ are outside the digest, so ``read`` cannot check them either; ``verify`` does.
     python stress/tamper.py --trials 10000
     python stress/tamper.py --trials 2000 --postgres
 
-Prints ``detected: 100%`` (verify) and exits 1 on any alteration verify missed or crashed on.
+Prints ``detected: 100%`` (verify) and exits 1 on any alteration verify missed or crashed on,
+any damaged record read served, or any read answered with a code the alteration cannot explain.
 """
 
 from __future__ import annotations
@@ -32,12 +37,15 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from crash_safety import apply_names, batch
 from harness import Target, common_arguments, postgres_target, report, scratch, seed_of
 from oh.core.changes import parse_changes
+from oh.core.clock import Clock
+from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, open_notebook
 from oh.testing.tools import SECRET
 from oh.tools import Caller, Tools
@@ -69,6 +77,9 @@ NULLABLE = {
 }
 CHARACTERS = 'abcdefXYZ0189 _-:.{}[]",\\é€\u2028🐠'
 STAMPS = {"author", "written_at", "version"}
+# Writes are stamped T0 (notebooks open at T0 for 24 hours); reads happen an hour later, on the
+# same injected timeline, never on the wall clock.
+READ_AT = T0 + timedelta(hours=1)
 
 
 class Raw:
@@ -318,19 +329,25 @@ def fill(target: Target, seed: int, notebooks: int, entries: int) -> list[str]:
     return ids
 
 
-def run(target: Target, trials: int, seed: int, *, notebooks: int = 4) -> dict[str, Any]:
+def run(
+    target: Target, trials: int, seed: int, *, notebooks: int = 4, clock: Clock | None = None
+) -> dict[str, Any]:
+    """``clock`` is the reads' clock (default: an hour after the writes); another clock is
+    there to prove the run fails when its reads never reach the integrity check."""
     rng = random.Random(seed)
     ids = fill(target, seed, notebooks, entries=25)
     store = target.open()
     raw = Raw(target)
-    # The notebooks opened at T0 and forget a day later: the reads happen at T0 too, not at
-    # whatever the wall clock says (past T0 + 24 h, every read would answer `expired`).
-    tools = Tools(store, None, SECRET, clock=lambda: T0)
+    tools = Tools(store, None, SECRET, clock=clock or FakeClock(READ_AT))
     truth = {notebook_id: replay(store.log(notebook_id)) for notebook_id in ids}
     counts = {
         "detected": 0,
         "verify_crashed": 0,
         "refused_by_database": 0,
+        "reads": 0,
+        "read_served_genuine": 0,
+        "read_refused_not_found": 0,
+        "read_answered_unexpectedly": 0,
         "read_served_damaged": 0,
         "read_refused_integrity": 0,
         "read_served_rollback": 0,
@@ -338,6 +355,7 @@ def run(target: Target, trials: int, seed: int, *, notebooks: int = 4) -> dict[s
     }
     missed: list[str] = []
     crashed: list[str] = []
+    unexpected: list[str] = []
     by_kind: dict[str, list[int]] = {}
     done = 0
     try:
@@ -367,7 +385,7 @@ def run(target: Target, trials: int, seed: int, *, notebooks: int = 4) -> dict[s
                 seen[1] += 1
             elif len(missed) < 20:
                 missed.append(trial.description)
-            _check_reads(tools, notebook_id, truth[notebook_id], trial, counts)
+            _check_reads(tools, notebook_id, truth[notebook_id], trial, counts, unexpected)
             for sql, params in trial.undo:
                 raw(sql, params)
             if done % 500 == 0 and not verify_notebook(store, notebook_id).ok:
@@ -376,7 +394,14 @@ def run(target: Target, trials: int, seed: int, *, notebooks: int = 4) -> dict[s
         raw.close()
         store.close()
     verified = counts["detected"]
-    read_ok = counts["read_served_damaged"] == 0
+    # Reads must have happened and been checked: zero damage served by zero checked reads is
+    # no proof, so a run whose reads answered anything unexplained cannot pass. (Integrity
+    # refusals are not required here: a run of a few trials may damage no current record.)
+    read_ok = (
+        counts["read_served_damaged"] == 0
+        and counts["read_answered_unexpectedly"] == 0
+        and counts["read_served_genuine"] > 0
+    )
     return {
         "suite": "tamper",
         "backend": target.kind,
@@ -387,29 +412,53 @@ def run(target: Target, trials: int, seed: int, *, notebooks: int = 4) -> dict[s
         "by_kind": {kind: f"{hit}/{total}" for kind, (total, hit) in sorted(by_kind.items())},
         "missed_examples": missed[:10],
         "crash_examples": sorted(set(crashed))[:10],
+        "unexpected_read_examples": sorted(set(unexpected))[:10],
         "figure": (
             f"detected: {100 * verified / max(done, 1):.4g}% ({verified}/{done});"
             f" verify crashed instead: {counts['verify_crashed']};"
             f" unnoticed: {done - verified - counts['verify_crashed']};"
             f" read served damage: {counts['read_served_damaged']}"
+            f" (of {counts['reads']} reads; answered otherwise:"
+            f" {counts['read_answered_unexpectedly']})"
         ),
         "ok": verified == done and read_ok,
     }
 
 
+def _expected_refusals(trial: Trial) -> set[str]:
+    """The error codes a read may answer after this alteration: ``integrity`` always, and
+    ``not_found`` where the record's row or name was taken away."""
+    if trial.description == "records row deleted" or trial.description.startswith("records.name "):
+        return {"integrity", "not_found"}
+    return {"integrity"}
+
+
 def _check_reads(
-    tools: Tools, notebook_id: str, truth: dict[str, Any], trial: Trial, counts: dict[str, int]
+    tools: Tools,
+    notebook_id: str,
+    truth: dict[str, Any],
+    trial: Trial,
+    counts: dict[str, int],
+    unexpected: list[str],
 ) -> None:
-    """``read`` of every current record: an error, or exactly the log's content."""
+    """``read`` of every current record: an expected refusal, or exactly the log's content."""
     caller = Caller(notebook_id, f"agent:{notebook_id}", "agent:tamper")
     stamps_only = trial.description.startswith("records.") and any(
         trial.description.startswith(f"records.{column} ") for column in STAMPS
     )
+    expected = _expected_refusals(trial)
     for name, stored in truth.items():
+        counts["reads"] += 1
         answer = tools.call(caller, "read", {"name": name})
         if "error" in answer:
-            if answer["error"]["code"] == "integrity":
+            code = answer["error"]["code"]
+            if code not in expected:
+                counts["read_answered_unexpectedly"] += 1
+                unexpected.append(f"{trial.description}: {code}")
+            elif code == "integrity":
                 counts["read_refused_integrity"] += 1
+            else:
+                counts["read_refused_not_found"] += 1
             continue
         content = {key: answer[key] for key in json.loads(stored.content)}
         if json.loads(stored.content) != content or answer["digest"] != stored.digest:
@@ -423,6 +472,8 @@ def _check_reads(
             stored.version,
         ):
             counts["read_served_unverified_stamps" if stamps_only else "read_served_damaged"] += 1
+        else:
+            counts["read_served_genuine"] += 1
 
 
 def main() -> int:

@@ -18,6 +18,9 @@ from oh.storage.libsql import LibsqlMemoryStore
 
 def _expired_notebook(data: Path) -> str:
     store = LibsqlMemoryStore(data / "memory.db")
+    # The wall clock, deliberately: the `oh purge` child decides expiry on its own real clock
+    # (shifted with this process's when OH_CLOCK_SHIFT_DAYS is set), so the notebook must be
+    # old by that clock.
     long_ago = datetime.now(UTC) - timedelta(hours=30)
     notebook = Notebooks(store, clock=lambda: long_ago).open("ann", "doc", "run-1")
     store.remember(

@@ -22,6 +22,7 @@ from oh.testing.knowledge import (
     KnowledgeSourceConformance,
     ReviewConformance,
 )
+from oh.testing.lifecycle import FakeClock
 
 
 class LibsqlReviewHarness:
@@ -51,7 +52,7 @@ class LibsqlSourceHarness(LibsqlReviewHarness):
         assert isinstance(source, LibsqlKnowledgeStore)
         memory = self.open_memory()
         try:
-            knowledge = Knowledge(source, memory)
+            knowledge = Knowledge(source, memory, clock=FakeClock())
             proposal = knowledge.propose(owner, source=SOURCE, record=record)
             decided = knowledge.decide(owner, proposal.id, decision="accept", reason="ok")
         finally:

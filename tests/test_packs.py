@@ -670,7 +670,7 @@ def test_notes_and_reviewed_records_are_both_checked(tmp_path: Path, profiles: P
     # A reviewed record, as review holds it: proposed, then checked before it is accepted.
     memory = LibsqlMemoryStore(tmp_path / "memory.db")
     try:
-        proposal = Knowledge(profiles.store, memory).propose(
+        proposal = Knowledge(profiles.store, memory, clock=FakeClock()).propose(
             "ann", source=SOURCE, record={"name": "site:a", "text": "t", "fields": bad}
         )
     finally:
@@ -720,7 +720,7 @@ def test_preview_shows_new_kinds_and_changes_nothing(
 def _accept(store: LibsqlKnowledgeStore, tmp_path: Path, owner: str, value: dict[str, Any]) -> int:
     memory = LibsqlMemoryStore(tmp_path / "memory.db")
     try:
-        knowledge = Knowledge(store, memory)
+        knowledge = Knowledge(store, memory, clock=FakeClock())
         proposal = knowledge.propose(owner, source=SOURCE, record=value)
         decided = knowledge.decide(owner, proposal.id, decision="accept", reason="cited")
     finally:
@@ -1093,13 +1093,13 @@ def test_installed_packs_are_append_only(profiles: Profiles, store: LibsqlKnowle
 def test_a_damaged_installed_pack_is_an_integrity_error(
     store: LibsqlKnowledgeStore, tmp_path: Path
 ) -> None:
-    Profiles(store).install("ann", reef())
+    Profiles(store, clock=FakeClock()).install("ann", reef())
     _tamper(
         store.path,
         "DROP TRIGGER packs_are_append_only_update",
         "UPDATE packs SET content = replace(content, 'fringing', 'fringe')",
     )
-    fresh = Profiles(store)  # no cached copy
+    fresh = Profiles(store, clock=FakeClock())  # no cached copy
     with pytest.raises(IntegrityError):
         fresh.check("ann", record("site:a", {"site_name": "a"}))
 
@@ -1110,7 +1110,7 @@ def test_the_packs_migration_applies_to_an_existing_knowledge_base(tmp_path: Pat
     _tamper(path, "DROP TABLE packs", "DELETE FROM schema_migrations WHERE version = 2")
     reopened = LibsqlKnowledgeStore(path)
     try:
-        assert Profiles(reopened).install("ann", reef()).changed
+        assert Profiles(reopened, clock=FakeClock()).install("ann", reef()).changed
     finally:
         reopened.close()
 
@@ -1143,7 +1143,7 @@ def test_an_installed_pack_needs_its_codecs_registered(store: LibsqlKnowledgeSto
     value = copy.deepcopy(REEF)
     site_fields(value)["marker"] = {"codec": "colour"}
     pack = parse_pack(seal(value, codecs=codecs), codecs=codecs)
-    extended = Profiles(store, codecs=codecs)
+    extended = Profiles(store, codecs=codecs, clock=FakeClock())
     extended.install("ann", pack)
     checked = extended.check("ann", record("site:a", {"site_name": "a", "marker": "#FFAA00"}))
     assert checked.fields["marker"] == "#ffaa00"
@@ -1152,7 +1152,10 @@ def test_an_installed_pack_needs_its_codecs_registered(store: LibsqlKnowledgeSto
     )
     assert error.details["rule"] == "colour.format"
     # A process without the codec cannot read the pack: refused, not mistaken for damage.
-    assert refusal(lambda: Profiles(store).schema("ann")).details["rule"] == "codec.unknown"
+    assert (
+        refusal(lambda: Profiles(store, clock=FakeClock()).schema("ann")).details["rule"]
+        == "codec.unknown"
+    )
 
 
 # -- the command line ------------------------------------------------------------------------------

@@ -104,6 +104,10 @@ class World:
         self, data: Path, url: str = "http://testserver", clock: Clock = system_clock
     ) -> None:
         self.url = url
+        # The real clock by default, deliberately: the browser tests compare the host's forget
+        # time with Chromium's Date.now(), which no injected clock or clock shift reaches. Every
+        # other time these tests compare is the host's own (so this module cannot run shifted);
+        # the plain-HTTP tests pass an injected clock.
         self.host = open_host(Locations(data), settings=HostSettings(public_url=url), clock=clock)
         self.app = _app(self.host)
         self.tokens = {name: self.host.create_owner_token(name) for name in ("alice", "bob")}

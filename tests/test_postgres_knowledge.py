@@ -16,6 +16,7 @@ from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.storage.postgres import PostgresMemoryStore
 from oh.storage.postgres_knowledge import PostgresKnowledgeStore
 from oh.testing.knowledge import SOURCE, KnowledgeSourceConformance, ReviewConformance
+from oh.testing.lifecycle import FakeClock
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
 from oh.verify import verify_knowledge
 
@@ -53,7 +54,7 @@ class PostgresSourceHarness(PostgresReviewHarness):
         assert isinstance(source, PostgresKnowledgeStore)
         memory = self.open_memory()
         try:
-            knowledge = Knowledge(source, memory)
+            knowledge = Knowledge(source, memory, clock=FakeClock())
             proposal = knowledge.propose(owner, source=SOURCE, record=record)
             decided = knowledge.decide(owner, proposal.id, decision="accept", reason="ok")
         finally:
@@ -79,7 +80,7 @@ def test_concurrent_decisions_make_each_revision_once(schema: Schema) -> None:
     to decide the same one: revisions stay contiguous and each proposal is decided once."""
     harness = PostgresReviewHarness(schema)
     setup_store, memory = harness.open_knowledge(), harness.open_memory()
-    knowledge = Knowledge(setup_store, memory)
+    knowledge = Knowledge(setup_store, memory, clock=FakeClock())
     proposals = [
         knowledge.propose("ann", source=SOURCE, record={"name": f"finding:f{i}", "text": str(i)})
         for i in range(12)
@@ -90,7 +91,7 @@ def test_concurrent_decisions_make_each_revision_once(schema: Schema) -> None:
 
     def reviewer() -> None:
         store = harness.open_knowledge()
-        own = Knowledge(store, memory)
+        own = Knowledge(store, memory, clock=FakeClock())
         start.wait()
         try:
             for proposal in proposals:
@@ -132,7 +133,6 @@ def test_reviewed_knowledge_cannot_be_truncated(schema: Schema) -> None:
 
 def test_packs_install_as_revisions_and_read_at_any_revision(schema: Schema) -> None:
     from oh.profiles import SHIPPED_PACKS, Profiles, shipped_pack
-    from oh.testing.lifecycle import FakeClock
 
     harness = PostgresReviewHarness(schema)
     store, memory = harness.open_knowledge(), harness.open_memory()
@@ -140,9 +140,9 @@ def test_packs_install_as_revisions_and_read_at_any_revision(schema: Schema) -> 
         profiles = Profiles(store, clock=FakeClock())
         for name in sorted(SHIPPED_PACKS):
             assert profiles.install("ann", shipped_pack(name)).changed
-        Knowledge(store, memory).decide(
+        Knowledge(store, memory, clock=FakeClock()).decide(
             "ann",
-            Knowledge(store, memory)
+            Knowledge(store, memory, clock=FakeClock())
             .propose("ann", source=SOURCE, record={"name": "lead:a", "text": "t"})
             .id,
             decision="accept",

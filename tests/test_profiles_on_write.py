@@ -14,6 +14,7 @@ from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.knowledge import SOURCE
+from oh.testing.lifecycle import FakeClock
 
 DOI = {"title": "Coral recovery", "version_label": "version of record", "doi": "10.1000/XYZ123"}
 
@@ -24,6 +25,7 @@ def host(tmp_path: Path) -> Host:
         LibsqlMemoryStore(tmp_path / "memory.db"),
         LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
         LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        clock=FakeClock(),
     )
     host.register_document("ann", "doc")
     return host

@@ -358,6 +358,9 @@ def test_forgetting_a_notebook_deletes_its_vectors_and_only_its_own(
 
 
 def test_a_purged_notebook_leaves_no_vector(tmp_path: Path) -> None:
+    # The wall clock, deliberately: the `oh purge` child decides expiry on its own real clock
+    # (shifted with this process's when OH_CLOCK_SHIFT_DAYS is set), so the notebook must be
+    # old by that clock.
     long_ago = datetime.now(UTC) - timedelta(hours=30)
     memory = LibsqlMemoryStore(tmp_path / "memory.db")
     vectors = LibsqlVectorStore(tmp_path / "memory.db")
@@ -703,8 +706,12 @@ def test_a_rebuilt_graph_index_answers_identically(
 
 def test_the_rebuild_command_rebuilds_the_data_directory(tmp_path: Path) -> None:
     memory = LibsqlMemoryStore(tmp_path / "memory.db")
-    notebook = Notebooks(memory).open("ann", "doc", "run-1")
-    write(memory, notebook.id, 0, "r-1", *(add(name, text) for name, text in NOTES.items()))
+    # The real clock, deliberately: rebuild_command opens its own recall on the real clock
+    # and rebuilds only notebooks open by it. Nothing stamped here is compared.
+    opened = system_clock()
+    notebook = Notebooks(memory, clock=lambda: opened).open("ann", "doc", "run-1")
+    notes = (add(name, text) for name, text in NOTES.items())
+    write(memory, notebook.id, 0, "r-1", *notes, now=opened)
     memory.close()
     parser = argparse.ArgumentParser()
     parser.add_argument("--data")

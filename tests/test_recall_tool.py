@@ -8,12 +8,16 @@ from pathlib import Path
 
 from oh.config import Locations, open_recall
 from oh.host import HostSettings, open_host
+from oh.testing.lifecycle import FakeClock
 
 
 def _host(tmp_path: Path, shadow: bool):  # type: ignore[no-untyped-def]
     locations = Locations.resolve(str(tmp_path))
-    recall = open_recall(locations)
-    host = open_host(locations, settings=HostSettings(recall_shadow=shadow), recall=recall)
+    clock = FakeClock()  # one clock for the host and its recall: open means open to both
+    recall = open_recall(locations, clock=clock)
+    host = open_host(
+        locations, settings=HostSettings(recall_shadow=shadow), recall=recall, clock=clock
+    )
     host.register_document("ann", "doc")
     notebook, _ = host.open_notebook("ann", "doc", "run-1")
     token = host.agent_token(notebook.id)

@@ -13,6 +13,7 @@ import importlib
 import json
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,6 +22,7 @@ import pytest
 
 from oh.core.changes import parse_changes
 from oh.errors import StorageUnavailable
+from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, open_notebook
 from oh.testing.postgres_cluster import shared_cluster
 from oh.verify import verify_notebook, verify_store
@@ -292,8 +294,29 @@ def test_verify_notices_every_alteration_and_read_never_serves_damage(
     assert summary["crash_examples"] == []
     assert summary["missed_examples"] == []
     assert summary["verify_missed"] == summary["verify_crashed"] == 0
+    # Reads happened and reached the check: genuine content served, damage refused, and no
+    # read answered with a code the alteration cannot explain (``expired``, say).
+    assert summary["unexpected_read_examples"] == []
+    assert summary["read_answered_unexpectedly"] == 0
+    assert summary["reads"] > 0
+    assert summary["read_served_genuine"] > 0
     assert summary["read_served_damaged"] == 0
     assert summary["read_refused_integrity"] > 0
+    assert summary["ok"], summary["figure"]
+
+
+def test_the_tamper_suite_fails_when_its_reads_never_reach_the_integrity_check(
+    libsql: Any,
+) -> None:
+    """Reads on a clock where every notebook has expired check nothing: the run must fail,
+    never report ``read served damage: 0`` as a pass."""
+    expired = FakeClock(T0 + timedelta(hours=25))
+    summary = stress("tamper").run(libsql, 20, seed=3, notebooks=1, clock=expired)
+    assert summary["reads"] > 0
+    assert summary["read_answered_unexpectedly"] == summary["reads"]
+    assert summary["read_served_genuine"] == 0
+    assert any(example.endswith(": expired") for example in summary["unexpected_read_examples"])
+    assert not summary["ok"]
 
 
 def test_verify_reports_a_change_without_content_instead_of_crashing(libsql: Any) -> None:

@@ -11,6 +11,7 @@ from oh.knowledge import Knowledge
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.knowledge import SOURCE
+from oh.testing.lifecycle import FakeClock
 from oh.verify import verify_knowledge
 
 
@@ -18,7 +19,7 @@ from oh.verify import verify_knowledge
 def knowledge_path(tmp_path: Path) -> Path:
     memory = LibsqlMemoryStore(tmp_path / "memory.db")
     store = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
-    knowledge = Knowledge(store, memory)
+    knowledge = Knowledge(store, memory, clock=FakeClock())
     for text in ("ten years", "twelve years"):
         proposal = knowledge.propose(
             "ann", source=SOURCE, record={"name": "finding:a", "text": text}

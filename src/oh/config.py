@@ -177,10 +177,11 @@ def open_purge_access(locations: Locations) -> PurgeAccess:
 
 
 def open_recall(
-    locations: Locations, embedder: str | None = None, clock: Clock = system_clock
+    locations: Locations, embedder: str | None = None, *, clock: Clock = system_clock
 ) -> Any:
     """The recall service over the embedded memory database (``OH_EMBEDDER`` picks the
-    embedder: ``hashing`` by default, ``local``, ``openai``). ``close_recall`` closes it."""
+    embedder: ``hashing`` by default, ``local``, ``openai``). ``clock`` must be the host's:
+    recall answers only for notebooks that are open by it. ``close_recall`` closes it."""
     if is_postgres_url(locations.memory_url):
         raise InvalidArgument("recall needs the embedded memory database in this release")
     from oh.recall import Recall, embedder_from_env

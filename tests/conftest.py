@@ -1,0 +1,70 @@
+"""Session-wide settings of the test run: an optional shift of the process clock.
+
+``OH_CLOCK_SHIFT_DAYS=400 pytest ...`` moves the clock that ``datetime.now``, ``time.time`` and
+friends read 400 days ahead for the whole session (time-machine, still ticking), here and in
+every Python child that inherits the environment (see ``clock_shift/sitecustomize.py``).
+Tests take their time from an injected clock, so they pass whatever the date; a test that
+mixes data stamped at a fixed date with the wall clock (a date bomb) fails under the shift
+the day it is written instead of a year later. ``scripts/test`` runs the reliability and
+conformance modules a second time this way.
+
+Not shifted: ``time.monotonic``/``perf_counter`` (deadlines and timeouts stay real), the
+PostgreSQL server's ``now()``, Chromium's ``Date.now()``, and children given an environment
+of their own. Oh stamps every time from its injected clock, never from the database's, and
+``tests/test_injected_time.py`` checks that it stays so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+SHIFT_DIRECTORY = Path(__file__).resolve().parent / "clock_shift"
+
+
+def _shift_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "oh_clock_shift", SHIFT_DIRECTORY / "sitecustomize.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_shift = _shift_module()
+_traveller: Any = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _traveller
+    try:
+        days = _shift.shift_days()
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if days and _traveller is None:
+        _traveller = _shift.start_shift(days)
+        # Children inherit the shift through sitecustomize on their PYTHONPATH.
+        paths = [str(SHIFT_DIRECTORY), *filter(None, [os.environ.get("PYTHONPATH")])]
+        os.environ["PYTHONPATH"] = os.pathsep.join(paths)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _traveller
+    if _traveller is not None:
+        _traveller.stop()
+        _traveller = None
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    days = _shift.shift_days()
+    if days:
+        now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"clock: shifted {days} days ahead ({_shift.VARIABLE}), the process reads {now}"
+    return f"clock: real (set {_shift.VARIABLE}=400 to run a year and more ahead)"
