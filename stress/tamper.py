@@ -13,7 +13,14 @@ changes. Each trial makes one random alteration with plain SQL, checks, and undo
 * a row deleted, or duplicated under another key;
 * two changes of one entry swapped (their ``seq``, or their places in the arrays);
 * a current record rolled back to an earlier version of itself, consistently (content, digest,
-  version and time from the log): every digest still matches.
+  version and time from the log): every digest still matches;
+* a derived or stamped value beyond the log and the current records (``DERIVED``): a kept
+  query answer (a row renamed to a record that does not exist, a row's digest changed, a row
+  dropped, its question, parameters, version or caller changed), the notebook's metadata
+  (``forgets_at`` pushed to 2999, ``started_at``, owner, document, run or the pin changed, the
+  state set back to ``opening``, the seal removed) and, on the embedded backend, where recall
+  vectors live, a vector zeroed, two vectors swapped, a vector copied from another notebook, or
+  a vector relabelled as another model's.
 
 After each alteration ``verify`` must report a problem (and must not crash), and ``read`` of
 every current record must either refuse (``integrity``) or return exactly what the log says;
@@ -29,7 +36,8 @@ are outside the digest, so ``read`` cannot check them either; ``verify`` does.
     python stress/tamper.py --trials 2000 --postgres
 
 Prints ``detected: 100%`` (verify) and exits 1 on any alteration verify missed or crashed on,
-any damaged record read served, or any read answered with a code the alteration cannot explain.
+any damaged record read served, or any read answered with a code the alteration cannot explain;
+``derived`` is the same figure for the derived alterations alone.
 """
 
 from __future__ import annotations
@@ -50,6 +58,8 @@ from oh.testing.memory_store import T0, open_notebook
 from oh.testing.tools import SECRET
 from oh.tools import Caller, Tools
 from oh.verify import replay, verify_notebook
+
+DIMENSIONS = 16  # recall vectors of the fill (HashingEmbedder): small, so the menu is quick
 
 # The tables and their alterable columns: the embedded log keeps an entry and its changes in one
 # row (several changes as JSON arrays, migration 0006); PostgreSQL keeps the changes apart.
@@ -288,10 +298,146 @@ def _rollback(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
     return trial
 
 
-def pick(rng: random.Random, raw: Raw, notebook_id: str) -> Trial:
+# -- derived and stamped values: kept answers, notebook metadata, recall vectors -------------------
+
+
+def _set(table: str, column: str, where: str, key: tuple[Any, ...], old: Any, new: Any) -> Trial:
+    sql = f"UPDATE {table} SET {column} = ? WHERE {where}"
+    trial = Trial("", [(sql, (new, *key))])
+    trial.undo = [(sql, (old, *key))]
+    return trial
+
+
+def _answer(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    answers = raw(
+        "SELECT answer_id, question, params, version, caller, rows FROM answers"
+        " WHERE notebook_id = ? AND rows != ''",
+        (notebook_id,),
+    )
+    if not answers:
+        return None
+    answer_id, question, params, version, caller, rows = rng.choice(answers)
+    lines = [line.split("\t") for line in rows.split("\n")]
+    at = rng.randrange(len(lines))
+    hows = ("row renamed", "row digest changed", "row dropped", "question", "params")
+    how = rng.choice([*hows, "version", "caller"])
+    column, old, new = "rows", rows, None
+    if how == "row renamed":
+        lines[at][2] = "note:zz-not-there"
+    elif how == "row digest changed":
+        lines[at][3] = "f" * 64 if lines[at][3] != "f" * 64 else "e" * 64
+    elif how == "row dropped":
+        del lines[at]
+    elif how == "question":
+        column, old, new = (
+            "question",
+            question,
+            "conflicts" if question != "conflicts" else "current_notes",
+        )
+    elif how == "params":
+        column, old, new = "params", params, json.dumps({"name": "note:zz-not-there"})
+    elif how == "version":
+        column, old, new = "version", version, version + rng.choice([-1, 1])
+    else:
+        column, old, new = "caller", caller, "agent:mallory"
+    if column == "rows":
+        new = "\n".join("\t".join(line) for line in lines)
+    trial = _set(
+        "answers", column, "notebook_id = ? AND answer_id = ?", (notebook_id, answer_id), old, new
+    )
+    trial.description = f"answers {how}" if column == "rows" else f"answers.{column} changed"
+    return trial
+
+
+_METADATA = {
+    "forgets_at": lambda old: "2999-01-01T00:00:00.000000Z",
+    "started_at": lambda old: "2026-01-01T00:00:00.000000Z",
+    "owner": lambda old: "mallory",
+    "document": lambda old: "doc-elsewhere",
+    "run": lambda old: f"{old}-moved",
+    "pinned_revision": lambda old: 7 if old is None else None,
+    "state": lambda old: "opening",
+    "seal": lambda old: None,
+}
+
+
+def _metadata(rng: random.Random, raw: Raw, notebook_id: str) -> Trial:
+    column = rng.choice(sorted(_METADATA))
+    (old,) = raw(f"SELECT {column} FROM notebooks WHERE id = ?", (notebook_id,))[0]
+    trial = _set("notebooks", column, "id = ?", (notebook_id,), old, _METADATA[column](old))
+    trial.description = f"notebooks.{column} changed"
+    return trial
+
+
+def _vector(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    rows = raw(
+        "SELECT rowid, notebook_id, model_id, digest, vector, seal FROM note_vectors",
+    )
+    mine = [row for row in rows if row[1] == notebook_id]
+    others = [row for row in rows if row[1] != notebook_id]
+    if len(mine) < 2:
+        return None
+    rowid, _, model_id, _, vector, _ = rng.choice(mine)
+    how = rng.choice(["zeroed", "swapped", "copied", "model"])
+    by_rowid = "rowid = ?"
+    if how == "zeroed":
+        trial = _set("note_vectors", "vector", by_rowid, (rowid,), vector, bytes(len(vector)))
+        trial.description = "note_vectors vector zeroed"
+    elif how == "model":
+        trial = _set("note_vectors", "model_id", by_rowid, (rowid,), model_id, "openai:other:16")
+        trial.description = "note_vectors vector relabelled as another model's"
+    elif how == "swapped":
+        first, second = rng.sample(mine, 2)
+        if first[4] == second[4]:
+            return None
+        sql = "UPDATE note_vectors SET vector = ? WHERE rowid = ?"
+        trial = Trial(
+            "note_vectors two vectors swapped",
+            [(sql, (second[4], first[0])), (sql, (first[4], second[0]))],
+        )
+        trial.undo = [(sql, (first[4], first[0])), (sql, (second[4], second[0]))]
+    else:
+        if not others:
+            return None
+        _, _, model, theirs, blob, seal = rng.choice(others)
+        if any(row[3] == theirs for row in mine):
+            return None
+        trial = Trial(
+            "note_vectors vector copied from another notebook",
+            [
+                (
+                    "INSERT INTO note_vectors (notebook_id, model_id, digest, vector, seal)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    (notebook_id, model, theirs, blob, seal),
+                )
+            ],
+        )
+        trial.undo = [
+            ("DELETE FROM note_vectors WHERE notebook_id = ? AND digest = ?", (notebook_id, theirs))
+        ]
+    return trial
+
+
+def _derived(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    menu = [_answer, _metadata] + ([_vector] if raw.kind == "libsql" else [])
+    return rng.choice(menu)(rng, raw, notebook_id)
+
+
+DERIVED = ("answers", "notebooks", "note_vectors")  # how derived trials' descriptions start
+
+
+def pick(rng: random.Random, raw: Raw, notebook_id: str, *, derived: float = 0.2) -> Trial:
+    """One alteration: a derived one with probability ``derived``, else one of the log or the
+    current records."""
     while True:
         roll = rng.random()
         table = rng.choice(list(COLUMNS[raw.kind]))
+        if roll < derived:
+            trial = _derived(rng, raw, notebook_id)
+            if trial is not None:
+                return trial
+            continue
+        roll = (roll - derived) / (1 - derived)  # the log and the current records
         if roll < 0.75:
             trial = _cell(rng, raw, table, notebook_id)
         elif roll < 0.88:
@@ -304,9 +450,27 @@ def pick(rng: random.Random, raw: Raw, notebook_id: str) -> Trial:
             return trial
 
 
+def _ask(rng: random.Random, tools: Tools, notebook_id: str, names: set[str]) -> None:
+    """Ask every question on the menu once, so the notebook keeps answers to alter."""
+    caller = Caller(notebook_id, f"agent:{notebook_id}", "agent:tamper")
+    name = rng.choice(sorted(names)) if names else "note:none"
+    for arguments in (
+        {"question": "current_notes"},
+        {"question": "conflicts"},
+        {"question": "of_kind", "kind": "note"},
+        {"question": "changes_since", "since": rng.randrange(10)},
+        {"question": "related", "name": name},
+        {"question": "depends_on", "name": name},
+        {"question": "dependents", "name": name},
+    ):
+        tools.call(caller, "query", arguments)
+
+
 def fill(target: Target, seed: int, notebooks: int, entries: int) -> list[str]:
+    """Notebooks with logs, kept answers at two versions and (embedded backend) vectors."""
     rng = random.Random(seed)
     store = target.open()
+    tools = Tools(store, None, SECRET, clock=lambda: T0)
     ids = []
     try:
         for n in range(notebooks):
@@ -323,17 +487,42 @@ def fill(target: Target, seed: int, notebooks: int, entries: int) -> list[str]:
                     now=T0,
                 )
                 apply_names(names, raw)
+                if version in (entries // 2, entries - 1):
+                    _ask(rng, tools, notebook_id, names)
             ids.append(notebook_id)
+        if target.kind == "libsql":
+            _embed(target, store, ids)
     finally:
         store.close()
     return ids
 
 
+def _embed(target: Target, store: Any, ids: list[str]) -> None:
+    from oh.recall import HashingEmbedder, Recall
+    from oh.storage.libsql_vectors import LibsqlVectorStore
+
+    vectors = LibsqlVectorStore(target.location)
+    try:
+        recall = Recall(store, vectors, HashingEmbedder(DIMENSIONS), clock=lambda: T0)
+        for notebook_id in ids:
+            recall.catch_up(notebook_id)
+    finally:
+        vectors.close()
+
+
 def run(
-    target: Target, trials: int, seed: int, *, notebooks: int = 4, clock: Clock | None = None
+    target: Target,
+    trials: int,
+    seed: int,
+    *,
+    notebooks: int = 4,
+    derived: float = 0.2,
+    clock: Clock | None = None,
 ) -> dict[str, Any]:
-    """``clock`` is the reads' clock (default: an hour after the writes); another clock is
-    there to prove the run fails when its reads never reach the integrity check."""
+    """``trials`` alterations, each checked and undone; a share ``derived`` of them alter a
+    derived copy (1.0: only those). ``clock`` is the reads' clock (default: an hour after the
+    writes); another clock is there to prove the run fails when its reads never reach the
+    integrity check."""
     rng = random.Random(seed)
     ids = fill(target, seed, notebooks, entries=25)
     store = target.open()
@@ -357,11 +546,12 @@ def run(
     crashed: list[str] = []
     unexpected: list[str] = []
     by_kind: dict[str, list[int]] = {}
+    on_derived = [0, 0]  # derived alterations made, detected
     done = 0
     try:
         while done < trials:
             notebook_id = rng.choice(ids)
-            trial = pick(rng, raw, notebook_id)
+            trial = pick(rng, raw, notebook_id, derived=derived)
             try:
                 for sql, params in trial.do:
                     raw(sql, params)
@@ -380,9 +570,12 @@ def run(
                 problems = []
                 counts["verify_crashed"] += 1
                 crashed.append(f"{trial.description}: {type(exc).__name__}: {exc}"[:300])
+            is_derived = trial.description.startswith(DERIVED)
+            on_derived[0] += is_derived
             if problems:
                 counts["detected"] += 1
                 seen[1] += 1
+                on_derived[1] += is_derived
             elif len(missed) < 20:
                 missed.append(trial.description)
             _check_reads(tools, notebook_id, truth[notebook_id], trial, counts, unexpected)
@@ -410,6 +603,10 @@ def run(
         **counts,
         "verify_missed": done - verified,
         "by_kind": {kind: f"{hit}/{total}" for kind, (total, hit) in sorted(by_kind.items())},
+        "derived": (
+            f"derived copies (answers, notebook metadata, vectors): detected"
+            f" {on_derived[1]}/{on_derived[0]}"
+        ),
         "missed_examples": missed[:10],
         "crash_examples": sorted(set(crashed))[:10],
         "unexpected_read_examples": sorted(set(unexpected))[:10],
@@ -481,14 +678,20 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=10_000)
     parser.add_argument("--postgres", action="store_true", help="on a throwaway PostgreSQL")
     parser.add_argument("--keep", type=Path, default=None)
+    parser.add_argument(
+        "--derived",
+        type=float,
+        default=0.2,
+        help="share of alterations made to derived copies (answers, metadata, vectors); 1: all",
+    )
     args = parser.parse_args()
     seed = seed_of(args.seed)
     if args.postgres:
         with postgres_target() as target:
-            summary = run(target, args.trials, seed)
+            summary = run(target, args.trials, seed, derived=args.derived)
     else:
         with scratch("oh-tamper-", args.keep) as tmp:
-            summary = run(Target.libsql(tmp), args.trials, seed)
+            summary = run(Target.libsql(tmp), args.trials, seed, derived=args.derived)
     return report(summary, args.json)
 
 

@@ -325,8 +325,8 @@ def test_the_index_holds_only_digests_and_vectors_never_text(
         for table in ("note_vectors", "reviewed_vectors")
     }
     assert columns == {
-        "note_vectors": ["notebook_id", "model_id", "digest", "vector"],
-        "reviewed_vectors": ["owner", "model_id", "digest", "vector"],
+        "note_vectors": ["notebook_id", "model_id", "digest", "vector", "seal"],
+        "reviewed_vectors": ["owner", "model_id", "digest", "vector", "seal"],
     }
     for (blob,) in _raw(db, "SELECT vector FROM note_vectors"):
         assert len(blob) == 4 * 64

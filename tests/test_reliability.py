@@ -319,6 +319,25 @@ def test_the_tamper_suite_fails_when_its_reads_never_reach_the_integrity_check(
     assert not summary["ok"]
 
 
+@pytest.mark.parametrize("backend", ["libsql", "postgres"])
+def test_verify_notices_every_alteration_of_a_derived_copy(
+    backend: str, request: pytest.FixtureRequest
+) -> None:
+    # Kept answers and notebook metadata on both backends; recall vectors where they live.
+    tamper = stress("tamper")
+    target = request.getfixturevalue(backend)
+    trials = 60 if backend == "libsql" else 30
+    summary = tamper.run(target, trials, seed=4, notebooks=2, derived=1.0)
+    assert summary["crash_examples"] == []
+    assert summary["missed_examples"] == []
+    assert summary["verify_missed"] == summary["verify_crashed"] == 0
+    assert summary["read_served_damaged"] == 0
+    kinds = {kind.split()[0].split(".")[0] for kind in summary["by_kind"]}
+    assert kinds == {"answers", "notebooks"} | ({"note_vectors"} if backend == "libsql" else set())
+    assert len(summary["by_kind"]) >= (15 if backend == "libsql" else 11)
+    assert summary["alterations"] > 0
+
+
 def test_verify_reports_a_change_without_content_instead_of_crashing(libsql: Any) -> None:
     store = libsql.open()
     notebook_id = open_notebook(store)

@@ -24,7 +24,7 @@ from oh.config import Locations, is_postgres_url, open_knowledge_store, open_mem
 from oh.errors import OhError
 from oh.profiles.cli import register as register_profile
 from oh.storage.base import OPENING_GRACE_FLOOR
-from oh.verify import verify_knowledge, verify_store
+from oh.verify import verify_knowledge, verify_reviewed_vectors, verify_store
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -38,18 +38,22 @@ def cmd_verify(args: argparse.Namespace) -> int:
     locations.prepare()
     store = open_memory_store(locations)
     try:
+        knowledge = open_knowledge_store(locations)
+    except BaseException:
+        store.close()
+        raise
+    try:
 
         def progress(done: int, total: int) -> None:
             if not args.json and sys.stderr.isatty():
                 print(f"\rverifying notebooks {done}/{total}", end="", file=sys.stderr)
 
-        report = verify_store(store, progress)
+        # Kept answers at a pinned revision are recomputed with the knowledge base they pin.
+        report = verify_store(store, progress, knowledge=knowledge)
+        knowledge_report = verify_knowledge(knowledge)
+        verify_reviewed_vectors(store, knowledge, knowledge_report)
     finally:
         store.close()
-    knowledge = open_knowledge_store(locations)
-    try:
-        knowledge_report = verify_knowledge(knowledge)
-    finally:
         knowledge.close()
     ok = report.ok and knowledge_report.ok
     if args.json:

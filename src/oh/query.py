@@ -188,10 +188,12 @@ def conflicts(view: NotebookView, **_: Any) -> list[AnswerRow]:
 def changes_since(
     view: NotebookView, *, since: int, log: Iterable[LogEntry] = (), **_: Any
 ) -> list[AnswerRow]:
-    """Names added, replaced or removed after version ``since`` (only notes change)."""
+    """Names added, replaced or removed after version ``since`` (only notes change), up to the
+    view's version: a write that lands while the answer is computed is not part of it, so the
+    answer is exactly what its version implies (``verify`` recomputes it)."""
     touched: dict[str, str] = {}
     for entry in log:
-        if entry.version > since:
+        if since < entry.version <= view.notebook.version:
             for change in entry.changes:
                 touched[change.name] = f"{change.op} at version {entry.version}"
     rows = []

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from oh.core.answers import Answer
-from oh.core.canonical import canonical_text, sha256_hex
+from oh.core.answers import Answer, answer_id
+from oh.core.canonical import canonical_text
 from oh.core.changes import Change, Remove
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
 from oh.core.notebook import Notebook, check_writable
@@ -219,23 +219,17 @@ class Tools:
         question again before memory moves on reuses the kept answer instead of writing it.
         """
         view = self.views.of(notebook)
-        identity = {
-            "n": notebook.id,
-            "v": view.notebook.version,
-            "r": view.revision,
-            "q": question,
-            "p": params,
-            "c": caller.principal,
-        }
-        answer_id = "an_" + sha256_hex(canonical_text(identity))[:32]
+        identity = answer_id(
+            notebook.id, view.notebook.version, view.revision, question, params, caller.principal
+        )
         expires = now + self.signer.ttl
-        kept = self._answers.get(answer_id)
+        kept = self._answers.get(identity)
         if kept is not None and from_utc_text(kept.expires_at) - now > self.signer.ttl / 2:
             return kept
         log = self.memory.log(notebook.id) if question == "changes_since" else ()
         rows = tuple(ask(view, question, params, log))
         answer = Answer(
-            answer_id=answer_id,
+            answer_id=identity,
             notebook_id=notebook.id,
             caller=caller.principal,
             question=question,
@@ -250,7 +244,7 @@ class Tools:
         self.memory.save_answer(answer, now)
         if len(self._answers) >= 256:
             self._answers.pop(next(iter(self._answers)))
-        self._answers[answer_id] = answer
+        self._answers[identity] = answer
         return answer
 
     def _answer(self, notebook_id: str, answer_id: str, offset: int, limit: int) -> Answer:

@@ -2,23 +2,33 @@
 
 ``verify`` replays each notebook's log from the start, checks the hash chain, every version and
 every digest, compares the replayed state with the current-record table, and reports each
-difference. ``rebuild`` replaces the current-record table with the replayed state.
+difference. Every other derived or stamped value is checked too: each kept answer is recomputed
+from the log at its version (and the knowledge pinned at its revision) and compared row by row;
+each recall vector and the notebook's metadata are checked against the seals written with them
+(``oh.core.seals``). ``rebuild`` replaces the current-record table with the replayed state.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from oh.core.answers import answer_id, encode_rows
 from oh.core.canonical import CANONICAL_STRING, canonical_text, load_canonical, sha256_hex
 from oh.core.changes import LogEntry, entry_hash, genesis_hash
-from oh.core.records import StoredRecord, kind_of
+from oh.core.notebook import Notebook
+from oh.core.records import LINK_KEYS, StoredRecord, kind_of
 from oh.core.reviewed import knowledge_genesis, revision_hash
+from oh.core.seals import seal_matches, vector_seal
 from oh.errors import OhError
-from oh.storage.base import KnowledgeStore, MemoryStore
+from oh.query import QUESTIONS, ask
+from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
+from oh.view import Entry, Views, assemble
 
 __all__ = [
     "Problem",
@@ -27,6 +37,7 @@ __all__ = [
     "replay",
     "verify_knowledge",
     "verify_notebook",
+    "verify_reviewed_vectors",
     "verify_store",
 ]
 
@@ -34,7 +45,9 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Problem:
     notebook_id: str
-    what: str  # chain | version | digest | canonical | drift | head | forgotten | damaged
+    # chain | version | digest | canonical | drift | head | forgotten | damaged
+    # | seal (notebook metadata) | vector (recall vectors) | answer (kept answers)
+    what: str
     detail: str
 
     def to_json(self) -> dict[str, str]:
@@ -101,7 +114,11 @@ def replay(entries: Iterable[LogEntry]) -> dict[str, StoredRecord]:
 
 
 def verify_notebook(
-    store: MemoryStore, notebook_id: str, report: VerifyReport | None = None
+    store: MemoryStore,
+    notebook_id: str,
+    report: VerifyReport | None = None,
+    *,
+    knowledge: KnowledgeSource | None = None,
 ) -> VerifyReport:
     """Replay one notebook's log and check it; compare the current records with the replay.
 
@@ -110,6 +127,11 @@ def verify_notebook(
     hash of the content that wrote it (the same as its digest unless that change is reported),
     the digest and the stamps, and each current record is compared through the hash of its
     content. That is the comparison of the content itself, without holding the notebook twice.
+
+    The notebook's metadata is checked against its seal, each recall vector against its seal
+    and the digests the notebook holds or wrote, and each kept answer is recomputed. Answers at
+    a pinned revision are recomputed only when ``knowledge`` is given (their note rows and ids
+    are checked either way).
     """
     report = report if report is not None else VerifyReport()
     problems = report.problems
@@ -119,16 +141,20 @@ def verify_notebook(
 
     notebook = store.notebook(notebook_id)
     report.notebooks += 1
+    _check_seal(store, notebook, problem)
     if notebook.state in ("purged", "empty"):
-        # A tombstone keeps its identity, version and head, and nothing else: any log entry or
-        # record left behind is content that forgetting should have removed.
+        # A tombstone keeps its identity, version and head, and nothing else: any log entry,
+        # record, kept answer or vector left behind is content forgetting should have removed.
         leftover_entries = sum(1 for _ in store.log(notebook_id))
         leftover_records = len(store.records(notebook_id))
-        if leftover_entries or leftover_records:
+        leftover_answers = len(store.kept_answers(notebook_id))
+        leftover_vectors = sum(1 for _ in store.note_vector_rows(notebook_id))
+        if leftover_entries or leftover_records or leftover_answers or leftover_vectors:
             problem(
                 "forgotten",
-                f"{notebook.state} notebook still holds {leftover_entries} log entries and"
-                f" {leftover_records} records",
+                f"{notebook.state} notebook still holds {leftover_entries} log entries,"
+                f" {leftover_records} records, {leftover_answers} kept answers and"
+                f" {leftover_vectors} recall vectors",
             )
         return report
     # name -> (hash of the content written, digest, author, written_at, version)
@@ -184,6 +210,7 @@ def verify_notebook(
         problem("head", f"notebook says version {notebook.version}; log ends at {expected_version}")
     if notebook.head_hash != prev:
         problem("head", "notebook head hash does not match the last log entry (truncated log?)")
+    _check_vectors(store, notebook_id, state, problem)
 
     # Differences are found in whatever order the records come and reported by name.
     drift: list[tuple[str, int, Problem]] = []
@@ -233,19 +260,271 @@ def verify_notebook(
         differs(name, 0, "drift", f"{name} is missing from the current records")
     drift.sort(key=lambda found: found[:2])
     problems.extend(found for _, _, found in drift)
+    _check_answers(store, notebook, knowledge, problem)
     return report
 
 
+Report = Callable[[str, str], None]
+
+
+def _check_seal(store: MemoryStore, notebook: Notebook, problem: Report) -> None:
+    """The notebook's metadata is what Oh sealed: an edit that does not recompute the seal
+    (forgets_at pushed to 2999 to escape the purge, another owner, a moved pin) is reported."""
+    seal = store.notebook_seal(notebook.id)
+    if seal is None:
+        problem("seal", "the notebook's metadata has no seal (its row was written outside Oh)")
+        return
+    if not seal_matches(
+        seal,
+        notebook.id,
+        notebook.owner,
+        notebook.document,
+        notebook.run,
+        notebook.state,
+        notebook.started_at,
+        notebook.forgets_at,
+        notebook.pinned_revision,
+        notebook.purged_at,
+    ):
+        problem(
+            "seal",
+            "the notebook's metadata does not match its seal: owner, document, run, started_at,"
+            " forgets_at, pinned_revision or state was changed after Oh wrote it (now: state"
+            f" {notebook.state}, started_at {notebook.started_at}, forgets_at"
+            f" {notebook.forgets_at}, pinned_revision {notebook.pinned_revision}, purged_at"
+            f" {notebook.purged_at})",
+        )
+
+
+def _check_vectors(
+    store: MemoryStore,
+    notebook_id: str,
+    state: dict[str, tuple[str, str, str, str, int]],
+    problem: Report,
+) -> None:
+    """Each recall vector matches its seal (so it is the vector embedded for that digest by
+    that model in this notebook) and indexes a digest this notebook holds, or one it wrote
+    earlier (a replaced note's vector stays cached until the next catch-up deletes it)."""
+    rows = iter(store.note_vector_rows(notebook_id))
+    first = next(rows, None)
+    if first is None:
+        return
+    names = {want[1]: name for name, want in state.items()}
+    stale: dict[str, str] = {}  # digest -> model of vectors whose digest is not current
+    for _, model_id, digest, vector, seal in itertools.chain((first,), rows):
+        if (
+            type(model_id) is not str
+            or type(digest) is not str
+            or not isinstance(vector, (bytes, bytearray, memoryview))
+        ):
+            problem("vector", f"a recall vector holds a value of the wrong type ({digest!r:.40})")
+            continue
+        label = names.get(digest)
+        if seal != vector_seal("note", notebook_id, model_id, digest, vector):
+            what = label or f"digest {digest[:16]}"
+            problem(
+                "vector",
+                f"the recall vector of {what} ({model_id}) was altered: it does not match its seal",
+            )
+        if label is None:
+            stale[digest] = model_id
+    if stale:
+        try:
+            for entry in store.log(notebook_id):
+                for change in entry.changes:
+                    if type(change.digest) is str:
+                        stale.pop(change.digest, None)
+                if not stale:
+                    break
+        except (OhError, TypeError, ValueError, AttributeError):
+            pass  # a log that cannot be read is reported already; what is left is unexplained
+        for digest, model_id in sorted(stale.items()):
+            problem(
+                "vector",
+                f"a recall vector ({model_id}) indexes digest {digest[:16]}, which this notebook"
+                " never wrote",
+            )
+
+
+def _params(text: Any) -> dict[str, Any] | None:
+    if type(text) is not str:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if type(value) is dict else None
+
+
+def _first_difference(stored: str, recomputed: str) -> str:
+    have = stored.split("\n") if stored else []
+    want = recomputed.split("\n") if recomputed else []
+    for row, (mine, theirs) in enumerate(zip(have, want, strict=False)):
+        if mine != theirs:
+            name, other = (line.split("\t")[2:3] or [line[:40]] for line in (mine, theirs))
+            if name == other:
+                return f"row {row} ({name[0]}) differs"
+            return f"row {row} names {name[0]}, the recomputation {other[0]}"
+    return f"it has {len(have)} rows, the recomputation {len(want)}"
+
+
+def _check_answers(
+    store: MemoryStore, notebook: Notebook, knowledge: KnowledgeSource | None, problem: Report
+) -> None:
+    """Each kept answer is the answer its id names, at the notebook's pin and a version the log
+    reached, and its rows are exactly what the question answers at that version: the view is
+    rebuilt from the log up to the version (and the reviewed records of the pinned revision)
+    and the question asked again. One pass over the log serves every kept answer."""
+    due: dict[int, list[tuple[str, str, dict[str, Any], str]]] = {}
+    for row in store.kept_answers(notebook.id):
+        _, kept_id, caller, question, params_text, version, revision, _, _, rows = row
+        label = kept_id if type(kept_id) is str else repr(kept_id)
+        params = _params(params_text)
+        if (
+            params is None
+            or type(caller) is not str
+            or type(question) is not str
+            or type(rows) is not str
+            or type(version) is not int
+            or not (revision is None or type(revision) is int)
+        ):
+            problem("answer", f"kept answer {label} holds a value of the wrong type")
+            continue
+        try:
+            genuine = answer_id(notebook.id, version, revision, question, params, caller)
+        except (OhError, TypeError, ValueError):
+            genuine = None
+        if kept_id != genuine:
+            problem(
+                "answer",
+                f"kept answer {label} is not the answer it names: its question, parameters,"
+                " version, revision or caller was changed",
+            )
+        elif revision != notebook.pinned_revision:
+            problem(
+                "answer",
+                f"kept answer {label} is at revision {revision}; the notebook pins"
+                f" {notebook.pinned_revision}",
+            )
+        elif not 0 <= version <= notebook.version or question not in QUESTIONS:
+            problem("answer", f"kept answer {label} ({question} at version {version}) cannot exist")
+        elif revision is None or knowledge is not None:
+            due.setdefault(version, []).append((label, question, params, rows))
+    if not due:
+        return
+    reviewed = Views(store, knowledge).reviewed(notebook.owner, notebook.pinned_revision)
+    notes: dict[str, Entry] = {}
+    links: dict[str, tuple[tuple[str, ...], ...]] = {}
+    logged: list[LogEntry] = []  # the log without content, for changes_since
+
+    def recompute(version: int) -> None:
+        view = assemble(notebook, version, dict(notes), reviewed)
+        for label, question, params, rows in due.pop(version):
+            try:
+                want = encode_rows(tuple(ask(view, question, params, logged)))
+            except (OhError, TypeError, ValueError, KeyError) as exc:
+                problem(
+                    "answer",
+                    f"kept answer {label} ({question} at version {version}) cannot be"
+                    f" recomputed: {exc}",
+                )
+                continue
+            if want != rows:
+                problem(
+                    "answer",
+                    f"kept answer {label} ({question} at version {version}) is not what the"
+                    f" log answers: {_first_difference(rows, want)}",
+                )
+
+    if 0 in due:
+        recompute(0)
+    try:
+        for entry in store.log(notebook.id):
+            if not due:
+                break
+            for op, name, content, digest in entry.changes:
+                if op == "remove":
+                    notes.pop(name, None)
+                elif type(name) is str and type(digest) is str:
+                    found = links.get(digest)
+                    if found is None:
+                        found = links[digest] = _links_of(content)
+                    notes[name] = Entry("note", name, kind_of(name), digest, *found)
+            logged.append(
+                entry._replace(changes=tuple(c._replace(content=None) for c in entry.changes))
+            )
+            for version in sorted(v for v in due if v <= entry.version):
+                recompute(version)
+    except (OhError, TypeError, ValueError, AttributeError):
+        return  # a log that cannot be read is reported already
+
+
+def _links_of(content: Any) -> tuple[tuple[str, ...], ...]:
+    try:
+        value = load_canonical(content)
+        return tuple(tuple(value.get(key, ())) for key in LINK_KEYS)
+    except (OhError, TypeError, ValueError, AttributeError):
+        return ((), (), ())  # damaged content, reported by the log pass
+
+
 def verify_store(
-    store: MemoryStore, progress: Callable[[int, int], None] | None = None
+    store: MemoryStore,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    knowledge: KnowledgeSource | None = None,
 ) -> VerifyReport:
-    """Verify every notebook; ``progress(done, total)`` is called after each one."""
+    """Verify every notebook; ``progress(done, total)`` is called after each one. With
+    ``knowledge``, kept answers at a pinned revision are recomputed too."""
     report = VerifyReport()
     ids = store.notebook_ids()
     for done, notebook_id in enumerate(ids, 1):
-        verify_notebook(store, notebook_id, report)
+        verify_notebook(store, notebook_id, report, knowledge=knowledge)
         if progress is not None:
             progress(done, len(ids))
+    return report
+
+
+def verify_reviewed_vectors(
+    memory: MemoryStore, knowledge: KnowledgeStore, report: VerifyReport | None = None
+) -> VerifyReport:
+    """Check every reviewed-record vector: it matches its seal (the vector embedded for that
+    digest, by that model, for that owner) and indexes a version its owner's review decided."""
+    report = report if report is not None else VerifyReport()
+    decided: dict[str, set[str]] = {}
+    for owner, model_id, digest, vector, seal in memory.reviewed_vector_rows():
+        where = f"knowledge:{owner}"
+        if (
+            type(owner) is not str
+            or type(model_id) is not str
+            or type(digest) is not str
+            or not isinstance(vector, (bytes, bytearray, memoryview))
+        ):
+            report.problems.append(
+                Problem(where, "vector", "a reviewed-record vector holds a value of the wrong type")
+            )
+            continue
+        if seal != vector_seal("reviewed", owner, model_id, digest, vector):
+            report.problems.append(
+                Problem(
+                    where,
+                    "vector",
+                    f"the recall vector of reviewed digest {digest[:16]} ({model_id}) was"
+                    " altered: it does not match its seal",
+                )
+            )
+        if owner not in decided:
+            decided[owner] = {
+                e.digest for e in knowledge.revisions(owner) if e.what == "decision" and e.digest
+            }
+        if digest not in decided[owner]:
+            report.problems.append(
+                Problem(
+                    where,
+                    "vector",
+                    f"a recall vector ({model_id}) indexes digest {digest[:16]}, which no"
+                    " decision of this knowledge base accepted",
+                )
+            )
     return report
 
 

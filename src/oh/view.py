@@ -23,7 +23,7 @@ from oh.core.records import LINK_KEYS, StoredRecord
 from oh.core.reviewed import ReviewedRecord, find_conflicts
 from oh.storage.base import KnowledgeSource, MemoryStore
 
-__all__ = ["Entry", "NotebookView", "Origin", "Views", "view_of"]
+__all__ = ["Entry", "NotebookView", "Origin", "Views", "assemble", "view_of"]
 
 Origin = Literal["note", "reviewed"]
 Links = tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
@@ -206,14 +206,24 @@ class Views:
         return notes
 
     def _build(self, notebook: Notebook, version: int, notes: dict[str, Entry]) -> NotebookView:
-        reviewed = self.reviewed(notebook.owner, notebook.pinned_revision)
-        conflicts = find_conflicts(
-            {name: (e.digest, e.contradicts) for name, e in notes.items()},
-            {name: (e.digest, e.contradicts) for name, e in reviewed.items()},
+        return assemble(
+            notebook, version, notes, self.reviewed(notebook.owner, notebook.pinned_revision)
         )
-        return NotebookView(
-            replace(notebook, version=version), notebook.pinned_revision, notes, reviewed, conflicts
-        )
+
+
+def assemble(
+    notebook: Notebook, version: int, notes: dict[str, Entry], reviewed: dict[str, Entry]
+) -> NotebookView:
+    """The view of ``notebook`` at memory ``version`` with these notes beside the reviewed
+    records of its pinned revision, conflicts found. ``verify`` assembles the views of past
+    versions with it to recompute kept answers."""
+    conflicts = find_conflicts(
+        {name: (e.digest, e.contradicts) for name, e in notes.items()},
+        {name: (e.digest, e.contradicts) for name, e in reviewed.items()},
+    )
+    return NotebookView(
+        replace(notebook, version=version), notebook.pinned_revision, notes, reviewed, conflicts
+    )
 
 
 def view_of(

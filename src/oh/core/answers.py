@@ -10,7 +10,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-__all__ = ["Answer", "AnswerRow", "decode_rows", "encode_rows"]
+from oh.core.canonical import canonical_text, sha256_hex
+
+__all__ = ["Answer", "AnswerRow", "answer_id", "decode_rows", "encode_rows"]
+
+
+def answer_id(
+    notebook_id: str,
+    version: int,
+    revision: int | None,
+    question: str,
+    params: dict[str, Any],
+    caller: str,
+) -> str:
+    """The id of an answer: a digest of everything it depends on (notebook, memory version,
+    pinned revision, question, parameters, caller). Asking the same question again before
+    memory moves on names the same answer; ``verify`` recomputes the id of every kept answer
+    and then its rows."""
+    identity = {
+        "n": notebook_id,
+        "v": version,
+        "r": revision,
+        "q": question,
+        "p": params,
+        "c": caller,
+    }
+    return "an_" + sha256_hex(canonical_text(identity))[:32]
 
 
 class AnswerRow(NamedTuple):

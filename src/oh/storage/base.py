@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from oh.core.answers import Answer
 from oh.core.changes import Change, LogEntry, RememberResult
@@ -28,6 +28,7 @@ __all__ = [
     "PackInstall",
     "PurgeAccess",
     "RecordCheck",
+    "VectorRow",
 ]
 
 
@@ -44,6 +45,18 @@ class RecordCheck(NamedTuple):
     written_at: str
     version: int
     as_logged: bool
+
+
+class VectorRow(NamedTuple):
+    """A stored recall vector as ``verify`` checks it, values exactly as stored (a damaged row
+    may hold anything): ``scope`` is the notebook id of a note vector or the owner of a
+    reviewed one; ``seal`` binds the rest (``oh.core.seals.vector_seal``)."""
+
+    scope: Any
+    model_id: Any
+    digest: Any
+    vector: Any
+    seal: Any
 
 
 class MemoryStore(Protocol):
@@ -110,6 +123,26 @@ class MemoryStore(Protocol):
 
     def log(self, notebook_id: str) -> Iterator[LogEntry]:
         """The log entries in version order."""
+        ...
+
+    # -- what verify checks beyond the log and the current records ----------------------
+
+    def notebook_seal(self, notebook_id: str) -> str | None:
+        """The seal stored with the notebook's metadata (``oh.core.seals``); None if none is."""
+        ...
+
+    def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
+        """Every kept answer of the notebook, expired or not, as stored: ``ANSWER_COLUMNS``
+        order (``oh.storage.rows``), values raw."""
+        ...
+
+    def note_vector_rows(self, notebook_id: str) -> Iterator[VectorRow]:
+        """The notebook's recall vectors, a page at a time; nothing on a backend that keeps
+        no vectors."""
+        ...
+
+    def reviewed_vector_rows(self) -> Iterator[VectorRow]:
+        """Every owner's reviewed-record vectors, a page at a time (nothing without them)."""
         ...
 
     def save_answer(self, answer: Answer, now: datetime) -> None:

@@ -14,7 +14,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from importlib import resources
@@ -40,6 +40,7 @@ from oh.core.changes import (
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, check_not_closed, check_writable
 from oh.core.records import StoredRecord, kind_of
+from oh.core.seals import closed_seal, notebook_seal, row_seal, vector_seal
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -50,7 +51,7 @@ from oh.errors import (
     RequestIdReused,
     StorageUnavailable,
 )
-from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck
+from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
 from oh.storage.rows import (
     ANSWER_COLUMNS,
     NOTEBOOK_COLUMNS,
@@ -170,16 +171,20 @@ def connect(path: str | Path, synchronous: Synchronous = "FULL") -> Any:
     return conn
 
 
-def migrate(conn: Any, package: str) -> int:
+def migrate(conn: Any, package: str, *, upto: int | None = None) -> int:
     """Apply the numbered ``*.sql`` files of ``package`` not yet applied; return the version.
 
     Runs inside ``BEGIN IMMEDIATE``, so several processes starting at once apply each step once.
+    A step with work SQL cannot do (``_BACKFILLS``) runs it right after its statements, in the
+    same transaction. ``upto`` stops after that step (tests build an earlier schema with it).
     """
     steps = sorted(
         (entry.name, entry.read_text("utf-8"))
         for entry in resources.files(package).iterdir()
         if entry.name.endswith(".sql")
+        and (upto is None or int(entry.name.split("_", 1)[0]) <= upto)
     )
+    backfills = _BACKFILLS.get(package, {})
     with translated():
         when_free(conn, "BEGIN IMMEDIATE")
         try:
@@ -196,6 +201,8 @@ def migrate(conn: Any, package: str) -> int:
                     continue
                 for statement in _statements(sql):
                     conn.execute(statement)
+                if number in backfills:
+                    backfills[number](conn)
                 conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (number, name)
                 )
@@ -227,6 +234,49 @@ def _statements(sql: str) -> list[str]:
     if current:
         statements.append("\n".join(current))
     return statements
+
+
+def _seal_existing(conn: Any) -> None:
+    """Migration 0007's step in Python: seal every notebook row and every vector written before
+    seals existed, as they are now (SQLite has no sha256, and the seal's one definition is
+    ``oh.core.seals``). Runs once, inside the migration's transaction."""
+    rows = conn.execute(
+        "SELECT id, owner, document, run, state, started_at, forgets_at, pinned_revision,"
+        " purged_at FROM notebooks"
+    ).fetchall()
+    for row in rows:
+        conn.execute("UPDATE notebooks SET seal = ? WHERE id = ?", (_sealed_or_none(row), row[0]))
+    for table, kind in (("note_vectors", "note"), ("reviewed_vectors", "reviewed")):
+        last = 0
+        while page := conn.execute(
+            f"SELECT rowid, {'notebook_id' if kind == 'note' else 'owner'}, model_id, digest,"
+            f" vector FROM {table} WHERE rowid > ? ORDER BY rowid LIMIT 500",
+            (last,),
+        ).fetchall():
+            for rowid, scope, model_id, digest, vector in page:
+                try:
+                    seal: str | None = vector_seal(kind, scope, model_id, digest, vector)
+                except (TypeError, ValueError):
+                    seal = None  # a damaged row stays unsealed, and verify reports it
+                conn.execute(f"UPDATE {table} SET seal = ? WHERE rowid = ?", (seal, rowid))
+            last = page[-1][0]
+
+
+def _sealed_or_none(row: Sequence[Any]) -> str | None:
+    """``row_seal`` of a notebook row (``id, owner, document, run, state, started_at,
+    forgets_at, pinned_revision, purged_at``), or None for a row Oh cannot have written (a state
+    it never stores, a value of the wrong type): the upgrade must not fail on a damaged row, and
+    verify reports the missing seal."""
+    try:
+        return row_seal(*row)
+    except (OhError, KeyError, TypeError, ValueError):
+        return None
+
+
+# Work a migration step needs beyond its SQL, by migration package and step number.
+_BACKFILLS: dict[str, dict[int, Callable[[Any], None]]] = {
+    "oh.storage.migrations.libsql": {7: _seal_existing},
+}
 
 
 # Every table holding a notebook's content, children before parents. Forget and purge delete
@@ -363,6 +413,39 @@ def _entry_from_row(notebook_id: str, row: Sequence[Any]) -> LogEntry:
             prev_hash,
             hash_,
         ),
+    )
+
+
+def _open_seal(notebook: Notebook, pinned_revision: int | None) -> str:
+    """The seal of ``notebook`` as it opens with ``pinned_revision``."""
+    return notebook_seal(
+        notebook.id,
+        notebook.owner,
+        notebook.document,
+        notebook.run,
+        notebook.started_at,
+        notebook.forgets_at,
+        pinned_revision,
+        "open",
+    )
+
+
+def _closed(seal: Any, state: str, purged_at: str) -> str | None:
+    """The tombstone's seal chained from the row's seal; None stays None (verify says so)."""
+    return None if type(seal) is not str else closed_seal(seal, state, purged_at)
+
+
+def _import_seal(notebook: Notebook, state: str) -> str:
+    return row_seal(
+        notebook.id,
+        notebook.owner,
+        notebook.document,
+        notebook.run,
+        state,
+        notebook.started_at,
+        notebook.forgets_at,
+        notebook.pinned_revision,
+        notebook.purged_at,
     )
 
 
@@ -592,20 +675,25 @@ class LibsqlMemoryStore(LibsqlDatabase):
         forgets_at: datetime,
         pinned_revision: int | None = None,
     ) -> Notebook:
+        started, forgets = utc_text(started_at), utc_text(forgets_at)
+        seal = notebook_seal(
+            notebook_id, owner, document, run, started, forgets, pinned_revision, "opening"
+        )
         with self._write() as conn:
             conn.execute(
                 "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
-                " forgets_at, version, pinned_revision, head_hash)"
-                " VALUES (?, ?, ?, ?, 'opening', ?, ?, 0, ?, ?)",
+                " forgets_at, version, pinned_revision, head_hash, seal)"
+                " VALUES (?, ?, ?, ?, 'opening', ?, ?, 0, ?, ?, ?)",
                 (
                     notebook_id,
                     owner,
                     document,
                     run,
-                    utc_text(started_at),
-                    utc_text(forgets_at),
+                    started,
+                    forgets,
                     pinned_revision,
                     genesis_hash(notebook_id),
+                    seal,
                 ),
             )
             return self._notebook(conn, notebook_id)
@@ -617,8 +705,8 @@ class LibsqlMemoryStore(LibsqlDatabase):
                 return notebook
             check_not_closed(notebook.id, notebook.state)
             conn.execute(
-                "UPDATE notebooks SET state = 'open', pinned_revision = ? WHERE id = ?",
-                (pinned_revision, notebook_id),
+                "UPDATE notebooks SET state = 'open', pinned_revision = ?, seal = ? WHERE id = ?",
+                (pinned_revision, _open_seal(notebook, pinned_revision), notebook_id),
             )
             return self._notebook(conn, notebook_id)
 
@@ -759,9 +847,15 @@ class LibsqlMemoryStore(LibsqlDatabase):
             notebook = self._notebook(conn, notebook_id)
             if notebook.state in ("purged", "empty"):
                 check_not_closed(notebook_id, notebook.state)
+            stamp = utc_text(now)
+            # Fetched at once: a cursor left open would keep its statement running, and the
+            # VACUUM that compaction runs after the forget refuses to run beside it.
+            (sealed,) = conn.execute(
+                "SELECT seal FROM notebooks WHERE id = ?", (notebook_id,)
+            ).fetchone()
             conn.execute(
-                "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?",
-                (utc_text(now), notebook_id),
+                "UPDATE notebooks SET state = 'purged', purged_at = ?, seal = ? WHERE id = ?",
+                (stamp, _closed(sealed, "purged", stamp), notebook_id),
             )
             removed = delete_content(conn, notebook_id)
         try:
@@ -810,6 +904,51 @@ class LibsqlMemoryStore(LibsqlDatabase):
                 ).fetchall()
             for row in rows:
                 yield _new_tuple(RecordCheck, (*row[:6], row[6] == 1))
+            if len(rows) < page:
+                return
+            last = rows[-1][0]
+
+    def notebook_seal(self, notebook_id: str) -> str | None:
+        with self._lock, translated():
+            row = self._conn.execute(
+                "SELECT seal FROM notebooks WHERE id = ?", (notebook_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return row[0]  # type: ignore[no-any-return]
+
+    def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
+        with self._lock, translated():
+            rows = self._conn.execute(
+                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? ORDER BY answer_id",
+                (notebook_id,),
+            ).fetchall()
+        return [tuple(row) for row in rows]
+
+    def note_vector_rows(self, notebook_id: str, *, page: int = 500) -> Iterator[VectorRow]:
+        yield from self._vector_rows(
+            "SELECT rowid, notebook_id, model_id, digest, vector, seal FROM note_vectors"
+            " WHERE notebook_id = ? AND rowid > ? ORDER BY rowid LIMIT ?",
+            (notebook_id,),
+            page,
+        )
+
+    def reviewed_vector_rows(self, *, page: int = 500) -> Iterator[VectorRow]:
+        yield from self._vector_rows(
+            "SELECT rowid, owner, model_id, digest, vector, seal FROM reviewed_vectors"
+            " WHERE rowid > ? ORDER BY rowid LIMIT ?",
+            (),
+            page,
+        )
+
+    def _vector_rows(self, sql: str, params: tuple[Any, ...], page: int) -> Iterator[VectorRow]:
+        # Pages by rowid, each one read: a page of vectors is ~0.8 MB at 384 dimensions.
+        last = 0
+        while True:
+            with self._read() as conn:
+                rows = conn.execute(sql, (*params, last, page)).fetchall()
+            for row in rows:
+                yield VectorRow(*row[1:])
             if len(rows) < page:
                 return
             last = rows[-1][0]
@@ -987,14 +1126,16 @@ class LibsqlMemoryStore(LibsqlDatabase):
                 )
                 fold(state, entry)
             _insert_records(conn, notebook.id, list(state.values()))
+            final = "open" if live else notebook.state  # ``expired`` is computed, not stored
             conn.execute(
-                "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?"
-                " WHERE id = ?",
+                "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?,"
+                " seal = ? WHERE id = ?",
                 (
                     notebook.version,
                     notebook.head_hash,
-                    notebook.state,
+                    final,
                     notebook.purged_at,
+                    _import_seal(notebook, final),
                     notebook.id,
                 ),
             )
@@ -1006,11 +1147,11 @@ class LibsqlMemoryStore(LibsqlDatabase):
 # What the purge connection may read: notebook metadata and the notebook_id column of the
 # content tables (to find rows to delete), nothing else.
 _PURGE_READABLE = {
-    "notebooks": {"id", "state", "started_at", "forgets_at", "purged_at"},
+    "notebooks": {"id", "state", "started_at", "forgets_at", "purged_at", "seal"},
     **{table: {"notebook_id"} for table in CONTENT_TABLES},
     "schema_migrations": {"version"},
 }
-_PURGE_UPDATABLE = {"notebooks": {"state", "purged_at"}}
+_PURGE_UPDATABLE = {"notebooks": {"state", "purged_at", "seal"}}
 # Functions no statement on the purge connection may call (the standard library disables
 # extension loading already; this says so where the rest of the rules are).
 _PURGE_FUNCTIONS_DENIED = {"load_extension"}
@@ -1030,7 +1171,8 @@ _BOUND = f"strftime('{_STAMP_FORMAT}', 'now', {_ALLOWANCE})"
 # or adding any, so no statement on it can get around them. A notebook's state changes only from
 # `open` (or `expired`) to `purged` once its forget time has passed, or from `opening` to
 # `empty` once it has been opening for the grace floor, with a well-formed stamp no later than
-# the database's clock plus the allowance; a tombstone may be touched only without changing it.
+# the database's clock plus the allowance, and the tombstone's seal chained from the notebook's
+# (oh.core.seals); a tombstone may be touched only without changing it.
 # Content is deleted by the second trigger, after such a change and nowhere else: the authorizer
 # allows a DELETE only inside it. So a tombstone always takes its notebook's content with it,
 # and nothing else on this connection can delete a row.
@@ -1039,8 +1181,9 @@ _CONTENT_DELETER = "oh_purge_content"
 _PURGE_GUARDS = [
     f"CREATE TEMP TRIGGER {_TOMBSTONE_GUARD} BEFORE UPDATE ON main.notebooks"
     " WHEN NOT coalesce(OLD.state IN ('purged', 'empty') AND NEW.state IS OLD.state"
-    " AND NEW.purged_at IS OLD.purged_at"
+    " AND NEW.purged_at IS OLD.purged_at AND NEW.seal IS OLD.seal"
     f" OR NEW.purged_at GLOB {_STAMP_SHAPE} AND NEW.purged_at <= {_BOUND}"
+    " AND NEW.seal IS oh_closed_seal(OLD.seal, NEW.state, NEW.purged_at)"
     " AND (OLD.state IN ('open', 'expired') AND NEW.state = 'purged'"
     " AND OLD.forgets_at <= NEW.purged_at"
     " OR OLD.state = 'opening' AND NEW.state = 'empty'"
@@ -1110,6 +1253,10 @@ class LibsqlPurgeAccess:
             )
             self._conn.execute("PRAGMA secure_delete=ON")
             self._conn.execute("PRAGMA synchronous=FULL")
+            # A tombstone's seal is chained from the notebook's seal (oh.core.seals) inside the
+            # statement that makes the tombstone, so the worker never needs owner, document or
+            # run; the guard recomputes it to check what a statement wrote.
+            self._conn.create_function("oh_closed_seal", 3, _closed, deterministic=True)
             for guard in _PURGE_GUARDS:
                 self._conn.execute(guard)
         except sqlite3.Error as exc:
@@ -1179,7 +1326,8 @@ class LibsqlPurgeAccess:
                 if counts is None:
                     continue
                 conn.execute(
-                    "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?",
+                    "UPDATE notebooks SET state = 'purged', purged_at = ?1,"
+                    " seal = oh_closed_seal(seal, 'purged', ?1) WHERE id = ?2",
                     (stamp, notebook_id),
                 )
                 purged[notebook_id] = dict(zip(CONTENT_TABLES, counts, strict=True))
@@ -1193,7 +1341,8 @@ class LibsqlPurgeAccess:
             stamp = self._stamp(conn, now)
             for notebook_id in notebook_ids:
                 changed = conn.execute(
-                    "UPDATE notebooks SET state = 'empty', purged_at = ?1"
+                    "UPDATE notebooks SET state = 'empty', purged_at = ?1,"
+                    " seal = oh_closed_seal(seal, 'empty', ?1)"
                     " WHERE id = ?2 AND state = 'opening' AND started_at <= ?3"
                     f" AND started_at <= strftime('{_STAMP_FORMAT}', ?1, {_FLOOR})",
                     (stamp, notebook_id, utc_text(cutoff)),

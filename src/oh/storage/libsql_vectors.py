@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from oh.core.clock import utc_text
+from oh.core.seals import vector_seal
 from oh.storage.libsql import BUSY_WAIT_SECONDS, LibsqlDatabase, Synchronous, translated
 
 __all__ = ["VECTOR_TABLES", "LibsqlVectorStore"]
@@ -113,17 +114,22 @@ class LibsqlVectorStore(LibsqlDatabase):
     def put_note_vectors(
         self, notebook_id: str, model_id: str, rows: Sequence[tuple[str, str, bytes]]
     ) -> int:
-        """Store ``(name, digest, vector)`` rows whose note is still current; return how many
-        were new. A note replaced or removed while it was being embedded stores nothing; a
-        notebook no longer open is refused by the database (``purged``)."""
+        """Store ``(name, digest, vector)`` rows whose note is still current, each sealed to its
+        notebook, model and digest; return how many were new. A note replaced or removed while
+        it was being embedded stores nothing; a notebook no longer open is refused by the
+        database (``purged``)."""
         stored = 0
+        sealed = [
+            (digest, vector, name, vector_seal("note", notebook_id, model_id, digest, vector))
+            for name, digest, vector in rows
+        ]
         with self._write() as conn:
-            for name, digest, vector in rows:
+            for digest, vector, name, seal in sealed:
                 stored += conn.execute(
-                    "INSERT OR IGNORE INTO note_vectors (notebook_id, model_id, digest, vector)"
-                    " SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM records"
-                    " WHERE notebook_id = ? AND name = ? AND digest = ?)",
-                    (notebook_id, model_id, digest, vector, notebook_id, name, digest),
+                    "INSERT OR IGNORE INTO note_vectors (notebook_id, model_id, digest, vector,"
+                    " seal) SELECT ?1, ?2, ?3, ?4, ?5 WHERE EXISTS (SELECT 1 FROM records"
+                    " WHERE notebook_id = ?1 AND name = ?6 AND digest = ?3)",
+                    (notebook_id, model_id, digest, vector, seal, name),
                 ).rowcount
         return stored
 
@@ -183,12 +189,16 @@ class LibsqlVectorStore(LibsqlDatabase):
         self, owner: str, model_id: str, rows: Sequence[tuple[str, bytes]]
     ) -> int:
         stored = 0
+        sealed = [
+            (digest, vector, vector_seal("reviewed", owner, model_id, digest, vector))
+            for digest, vector in rows
+        ]
         with self._write() as conn:
-            for digest, vector in rows:
+            for digest, vector, seal in sealed:
                 stored += conn.execute(
-                    "INSERT OR IGNORE INTO reviewed_vectors (owner, model_id, digest, vector)"
-                    " VALUES (?, ?, ?, ?)",
-                    (owner, model_id, digest, vector),
+                    "INSERT OR IGNORE INTO reviewed_vectors (owner, model_id, digest, vector,"
+                    " seal) VALUES (?, ?, ?, ?, ?)",
+                    (owner, model_id, digest, vector, seal),
                 ).rowcount
         return stored
 

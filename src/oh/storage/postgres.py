@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from importlib import resources
@@ -43,6 +43,7 @@ from oh.core.changes import (
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, check_not_closed, check_writable
 from oh.core.records import StoredRecord
+from oh.core.seals import notebook_seal, row_seal
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -54,7 +55,7 @@ from oh.errors import (
     RequestIdReused,
     StorageUnavailable,
 )
-from oh.storage.base import RecordCheck
+from oh.storage.base import RecordCheck, VectorRow
 from oh.storage.rows import (
     ANSWER_COLUMNS,
     NOTEBOOK_COLUMNS,
@@ -170,14 +171,19 @@ def _steps(package: str) -> list[tuple[int, str, str]]:
     )
 
 
-def migrate(conn: psycopg.Connection[Any], component: str, package: str) -> int:
+def migrate(
+    conn: psycopg.Connection[Any], component: str, package: str, *, upto: int | None = None
+) -> int:
     """Apply the numbered ``*.sql`` files of ``package`` not yet applied; return the version.
 
     One transaction under ``pg_advisory_xact_lock``: servers starting at once queue here, the
     first applies each step, the others find it recorded. Objects go into the connection's
-    current schema; SECURITY DEFINER functions pin their ``search_path`` to it.
+    current schema; SECURITY DEFINER functions pin their ``search_path`` to it. A step with
+    work SQL should not do (``_BACKFILLS``) runs it right after its statements, in the same
+    transaction. ``upto`` stops after that step (tests build an earlier schema with it).
     """
-    steps = _steps(package)
+    steps = [step for step in _steps(package) if upto is None or step[0] <= upto]
+    backfills = _BACKFILLS.get(package, {})
     with conn.transaction():
         schema = conn.execute("SELECT current_schema()").fetchone()
         if schema is None or schema[0] is None:
@@ -202,11 +208,43 @@ def migrate(conn: psycopg.Connection[Any], component: str, package: str) -> int:
             if number in done:
                 continue
             conn.execute(sql.encode("utf-8"))  # no parameters: several statements at once
+            if number in backfills:
+                backfills[number](conn)
             conn.execute(
                 "INSERT INTO schema_migrations (component, version, name) VALUES (%s, %s, %s)",
                 (component, number, name),
             )
     return max((number for number, _, _ in steps), default=0)
+
+
+def _seal_existing(conn: psycopg.Connection[Any]) -> None:
+    """Migration 0006's step in Python: seal every notebook row written before seals existed,
+    as it is now, with the seal's one definition (``oh.core.seals``). Runs once, inside the
+    migration's transaction."""
+    rows = conn.execute(
+        "SELECT id, owner, document, run, state, started_at, forgets_at, pinned_revision,"
+        " purged_at FROM notebooks"
+    ).fetchall()
+    with conn.cursor() as cur:
+        cur.executemany(
+            "UPDATE notebooks SET seal = %s WHERE id = %s",
+            [(_sealed_or_none(r), r[0]) for r in rows],
+        )
+
+
+def _sealed_or_none(row: Sequence[Any]) -> str | None:
+    """``row_seal`` of a notebook row, or None for a row Oh cannot have written (a state it
+    never stores): the upgrade must not fail on it, and verify reports the missing seal."""
+    try:
+        return row_seal(*row)
+    except (OhError, KeyError, TypeError, ValueError):
+        return None
+
+
+# Work a migration step needs beyond its SQL, by migration package and step number.
+_BACKFILLS: dict[str, dict[int, Callable[[psycopg.Connection[Any]], None]]] = {
+    MEMORY_MIGRATIONS: {6: _seal_existing},
+}
 
 
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -399,21 +437,26 @@ class PostgresMemoryStore(PostgresDatabase):
         forgets_at: datetime,
         pinned_revision: int | None = None,
     ) -> Notebook:
+        started, forgets = utc_text(started_at), utc_text(forgets_at)
+        seal = notebook_seal(
+            notebook_id, owner, document, run, started, forgets, pinned_revision, "opening"
+        )
         with self._transaction() as conn:
             row = conn.execute(
                 "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
-                " forgets_at, version, pinned_revision, head_hash)"
-                " VALUES (%s, %s, %s, %s, 'opening', %s, %s, 0, %s, %s)"
+                " forgets_at, version, pinned_revision, head_hash, seal)"
+                " VALUES (%s, %s, %s, %s, 'opening', %s, %s, 0, %s, %s, %s)"
                 f" RETURNING {NOTEBOOK_COLUMNS}",
                 (
                     notebook_id,
                     owner,
                     document,
                     run,
-                    utc_text(started_at),
-                    utc_text(forgets_at),
+                    started,
+                    forgets,
                     pinned_revision,
                     genesis_hash(notebook_id),
+                    seal,
                 ),
             ).fetchone()
         assert row is not None
@@ -425,10 +468,20 @@ class PostgresMemoryStore(PostgresDatabase):
             if notebook.state == "open":
                 return notebook
             check_not_closed(notebook.id, notebook.state)
+            seal = notebook_seal(
+                notebook.id,
+                notebook.owner,
+                notebook.document,
+                notebook.run,
+                notebook.started_at,
+                notebook.forgets_at,
+                pinned_revision,
+                "open",
+            )
             row = conn.execute(
-                "UPDATE notebooks SET state = 'open', pinned_revision = %s WHERE id = %s"
-                f" RETURNING {NOTEBOOK_COLUMNS}",
-                (pinned_revision, notebook_id),
+                "UPDATE notebooks SET state = 'open', pinned_revision = %s, seal = %s"
+                f" WHERE id = %s RETURNING {NOTEBOOK_COLUMNS}",
+                (pinned_revision, seal, notebook_id),
             ).fetchone()
         assert row is not None
         return notebook_from_row(row)
@@ -609,9 +662,11 @@ class PostgresMemoryStore(PostgresDatabase):
             notebook = self._notebook(conn, notebook_id, lock=True)
             if notebook.state in ("purged", "empty"):
                 check_not_closed(notebook_id, notebook.state)
+            # The tombstone's seal is chained in SQL, exactly as the purge functions chain it.
             conn.execute(
-                "UPDATE notebooks SET state = 'purged', purged_at = %s WHERE id = %s",
-                (utc_text(now), notebook_id),
+                "UPDATE notebooks SET state = 'purged', purged_at = %(at)s,"
+                " seal = oh_closed_seal(seal, 'purged', %(at)s) WHERE id = %(id)s",
+                {"at": utc_text(now), "id": notebook_id},
             )
             row = conn.execute("SELECT oh_delete_content(%s)", (notebook_id,)).fetchone()
         assert row is not None
@@ -664,6 +719,29 @@ class PostgresMemoryStore(PostgresDatabase):
             if len(rows) < page:
                 return
             last = rows[-1][0]
+
+    def notebook_seal(self, notebook_id: str) -> str | None:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "SELECT seal FROM notebooks WHERE id = %s", (notebook_id,)
+            ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return row[0]  # type: ignore[no-any-return]
+
+    def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
+        with self._transaction() as conn:
+            rows = conn.execute(
+                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = %s ORDER BY answer_id",
+                (notebook_id,),
+            ).fetchall()
+        return [tuple(row) for row in rows]
+
+    def note_vector_rows(self, notebook_id: str) -> Iterator[VectorRow]:
+        return iter(())  # recall vectors live only in the embedded backend in this release
+
+    def reviewed_vector_rows(self) -> Iterator[VectorRow]:
+        return iter(())
 
     def _entry(self, conn: psycopg.Connection[Any], notebook_id: str, version: int) -> LogEntry:
         entries = self._entries(conn, notebook_id, version, version)
@@ -827,14 +905,27 @@ class PostgresMemoryStore(PostgresDatabase):
                 self._append(conn, notebook.id, entry)
                 fold(state, entry)
             self._insert_records(conn, notebook.id, state.values())
+            final = "open" if notebook.state == "expired" else notebook.state  # never stored
+            seal = row_seal(
+                notebook.id,
+                notebook.owner,
+                notebook.document,
+                notebook.run,
+                final,
+                notebook.started_at,
+                notebook.forgets_at,
+                notebook.pinned_revision,
+                notebook.purged_at,
+            )
             row = conn.execute(
-                "UPDATE notebooks SET version = %s, head_hash = %s, state = %s, purged_at = %s"
-                f" WHERE id = %s RETURNING {NOTEBOOK_COLUMNS}",
+                "UPDATE notebooks SET version = %s, head_hash = %s, state = %s, purged_at = %s,"
+                f" seal = %s WHERE id = %s RETURNING {NOTEBOOK_COLUMNS}",
                 (
                     notebook.version,
                     notebook.head_hash,
-                    notebook.state,
+                    final,
                     notebook.purged_at,
+                    seal,
                     notebook.id,
                 ),
             ).fetchone()

@@ -307,6 +307,36 @@ class NotebookLifecycleConformance:
         with pytest.raises(Purged):
             store.mark_open(stuck.id, None)
 
+    def test_the_purge_seals_the_tombstones_it_leaves(
+        self,
+        harness: LifecycleHarness,
+        store: MemoryStore,
+        clock: FakeClock,
+        access: PurgeAccess,
+    ) -> None:
+        # The purge may not read owner, document or run: it chains the tombstone's state and
+        # time onto the notebook's seal, and verify checks the chain.
+        notebooks = Notebooks(store, clock=clock, lifetime=timedelta(hours=1))
+        expired = notebooks.open("ann", "doc", "run-expired")
+        write(store, expired.id, 0, "r-1", add("note:a"), now=clock())
+        stuck = store.create_notebook(
+            "nb_" + "5" * 32,
+            owner="ann",
+            document="doc",
+            run="run-stuck",
+            started_at=clock(),
+            forgets_at=clock() + timedelta(hours=24),
+        )
+        clock.advance(hours=2)
+        report = purge_expired(access, clock())
+        assert (report.purged, report.emptied) == ([expired.id], [stuck.id])
+        for notebook_id in (expired.id, stuck.id):
+            assert verify_notebook(store, notebook_id).problems == []
+            harness.execute(
+                "UPDATE notebooks SET purged_at = ? WHERE id = ?", ("2026-12-01", notebook_id)
+            )
+            assert [p.what for p in verify_notebook(store, notebook_id).problems] == ["seal"]
+
     def test_a_purged_notebook_never_comes_back(
         self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock, access: PurgeAccess
     ) -> None:

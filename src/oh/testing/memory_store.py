@@ -25,6 +25,8 @@ from oh.errors import (
     RequestIdReused,
 )
 from oh.storage.base import MemoryStore, RecordCheck
+from oh.storage.rows import ANSWER_COLUMNS
+from oh.tools import Caller, Tools
 from oh.verify import rebuild, replay, verify_notebook
 
 __all__ = ["T0", "MemoryStoreConformance", "StoreHarness", "add", "open_notebook"]
@@ -97,6 +99,100 @@ def write(
 
 def log_length(store: MemoryStore, notebook_id: str) -> int:
     return sum(1 for _ in store.log(notebook_id))
+
+
+ANSWER_SECRET = b"conformance-answers-secret-0123456789abcdef"
+QUESTIONS_ASKED: tuple[dict[str, Any], ...] = (
+    {"question": "current_notes"},
+    {"question": "related", "name": "note:a"},
+    {"question": "supports", "name": "note:a"},
+    {"question": "depends_on", "name": "lead:c"},
+    {"question": "dependents", "name": "note:a"},
+    {"question": "conflicts"},
+    {"question": "changes_since", "since": 1},
+    {"question": "of_kind", "kind": "note"},
+)
+
+
+def keep_answers(store: MemoryStore, notebook_id: str) -> dict[str, dict[str, Any]]:
+    """Write linked notes, ask every question on the menu at two versions through the tools
+    (on an injected clock), and return the kept answers by question (the newer one), each
+    as ``{column: value}``."""
+    tools = Tools(store, None, ANSWER_SECRET, clock=lambda: T0 + timedelta(minutes=5))
+    caller = Caller(notebook_id, f"agent:{notebook_id}", "agent:run-1")
+    start = store.notebook(notebook_id).version
+    write(
+        store,
+        notebook_id,
+        start,
+        "k-1",
+        add("note:a", "base"),
+        add("note:b", supports=["note:a"], contradicts=["lead:c"]),
+        add("lead:c", depends_on=["note:a"]),
+    )
+    for arguments in QUESTIONS_ASKED[:2]:
+        assert "error" not in tools.call(caller, "query", arguments)
+    write(store, notebook_id, start + 1, "k-2", replace("note:a", "changed"), remove("note:b"))
+    write(
+        store,
+        notebook_id,
+        start + 2,
+        "k-3",
+        add("note:b", "back", supports=["note:a"], contradicts=["lead:c"]),
+    )
+    for arguments in QUESTIONS_ASKED:
+        assert "error" not in tools.call(caller, "query", arguments)
+    columns = [column.strip() for column in ANSWER_COLUMNS.split(",")]
+    kept: dict[str, dict[str, Any]] = {}
+    for row in sorted(store.kept_answers(notebook_id), key=lambda row: row[5]):
+        kept[row[3]] = dict(zip(columns, row, strict=True))
+    return kept
+
+
+def _rows(text: str) -> list[list[str]]:
+    return [line.split("\t") for line in text.split("\n")]
+
+
+def _text(rows: list[list[str]]) -> str:
+    return "\n".join("\t".join(row) for row in rows)
+
+
+def _renamed(rows: str) -> str:
+    edited = _rows(rows)
+    edited[0][2] = "note:zz-not-there"
+    return _text(edited)
+
+
+def _redigested(rows: str) -> str:
+    edited = _rows(rows)
+    edited[0][3] = "f" * 64
+    return _text(edited)
+
+
+def _reordered(rows: str) -> str:
+    edited = _rows(rows)
+    return _text([edited[1], edited[0], *edited[2:]])
+
+
+# Alterations of one kept answer (by question): the column, and its new value from the old.
+ANSWER_ALTERATIONS: dict[str, tuple[str, str, Any]] = {
+    "row renamed": ("current_notes", "rows", _renamed),
+    "row digest changed": ("current_notes", "rows", _redigested),
+    "row dropped": ("current_notes", "rows", lambda rows: _text(_rows(rows)[:-1])),
+    "row added": ("of_kind", "rows", lambda rows: _text([*_rows(rows), _rows(rows)[0]])),
+    "rows reordered": ("current_notes", "rows", _reordered),
+    "conflict hidden": ("conflicts", "rows", lambda rows: rows.replace("lead:c", "")),
+    "link path changed": ("related", "rows", lambda rows: rows.replace("supports", "depends_on")),
+    "change relabelled": ("changes_since", "rows", lambda rows: rows.replace("add", "replace")),
+    "question changed": ("current_notes", "question", lambda _: "conflicts"),
+    "params changed": ("related", "params", lambda _: '{"name": "note:b"}'),
+    "params damaged": ("related", "params", lambda _: '{"name": '),
+    "version changed": ("current_notes", "version", lambda version: version - 1),
+    "version past the log": ("current_notes", "version", lambda version: version + 5),
+    "revision changed": ("current_notes", "revision", lambda _: 3),
+    "caller changed": ("current_notes", "caller", lambda _: "agent:mallory"),
+    "answer id changed": ("current_notes", "answer_id", lambda _: "an_" + "0" * 32),
+}
 
 
 class MemoryStoreConformance:
@@ -455,6 +551,109 @@ class MemoryStoreConformance:
             ("drift", "note:c"),
             ("drift", "note:d"),
         }
+
+    # -- every derived or stamped value is checked: seals and kept answers -------------------
+
+    @pytest.mark.parametrize(
+        ("column", "value"),
+        [
+            ("forgets_at", "2999-01-01T00:00:00.000000Z"),
+            ("started_at", "2026-11-28T12:00:00.000000Z"),
+            ("owner", "mallory"),
+            ("document", "doc-other"),
+            ("run", "run-other"),
+            ("pinned_revision", 7),
+            ("state", "opening"),
+            ("purged_at", "2026-11-29T13:00:00.000000Z"),
+            ("seal", None),
+            ("seal", "0" * 64),
+        ],
+    )
+    def test_verify_reports_notebook_metadata_changed_behind_oh(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str, column: str, value: Any
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        assert verify_notebook(store, notebook).ok
+        harness.execute(f"UPDATE notebooks SET {column} = ? WHERE id = ?", (value, notebook))
+        problems = verify_notebook(store, notebook).problems
+        assert [p.what for p in problems] == ["seal"]
+        if column in ("forgets_at", "started_at", "pinned_revision", "state", "purged_at"):
+            assert str(value) in problems[0].detail  # `oh verify` shows what the row says now
+
+    @pytest.mark.parametrize(
+        ("column", "value"),
+        [
+            ("forgets_at", "2999-01-01T00:00:00.000000Z"),
+            ("purged_at", "2026-11-30T00:00:00.000000Z"),
+            ("owner", "mallory"),
+            ("run", "run-other"),
+        ],
+    )
+    def test_verify_reports_a_tombstone_changed_behind_oh(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str, column: str, value: Any
+    ) -> None:
+        write(store, notebook, 0, "r-1", add("note:a"))
+        store.forget(notebook, T0 + timedelta(hours=1))
+        assert verify_notebook(store, notebook).ok
+        harness.execute(f"UPDATE notebooks SET {column} = ? WHERE id = ?", (value, notebook))
+        assert [p.what for p in verify_notebook(store, notebook).problems] == ["seal"]
+
+    def test_every_notebook_oh_writes_matches_its_seal(self, store: MemoryStore) -> None:
+        # (An imported live notebook is checked by the export/import tests, tests/test_transfer.)
+        opening = new_notebook_id()
+        store.create_notebook(
+            opening, owner="ann", document="d", run="r-opening", started_at=T0, forgets_at=T0
+        )
+        repinned = new_notebook_id()
+        store.create_notebook(
+            repinned, owner="ann", document="d", run="r-pin", started_at=T0, forgets_at=T0
+        )
+        store.mark_open(repinned, 3)  # the pin given at open is the one sealed
+        forgotten_opening = new_notebook_id()
+        store.create_notebook(
+            forgotten_opening, owner="ann", document="d", run="r-f", started_at=T0, forgets_at=T0
+        )
+        store.forget(forgotten_opening, T0)
+        forgotten = open_notebook(store, run="r-forgotten")
+        write(store, forgotten, 0, "r-1", add("note:a"))
+        store.forget(forgotten, T0 + timedelta(hours=1))
+        tombstone = dataclasses.replace(store.notebook(forgotten), id=new_notebook_id(), run="r-t")
+        store.import_notebook(tombstone, [])
+        for notebook_id in store.notebook_ids():
+            assert verify_notebook(store, notebook_id).problems == []
+
+    def test_verify_recomputes_every_kept_answer(self, store: MemoryStore, notebook: str) -> None:
+        kept = keep_answers(store, notebook)
+        assert set(kept) == {arguments["question"] for arguments in QUESTIONS_ASKED}
+        assert len(store.kept_answers(notebook)) == len(QUESTIONS_ASKED) + 2  # two versions
+        assert verify_notebook(store, notebook).problems == []
+
+    @pytest.mark.parametrize("alteration", sorted(ANSWER_ALTERATIONS))
+    def test_verify_reports_an_altered_kept_answer(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str, alteration: str
+    ) -> None:
+        question, column, change = ANSWER_ALTERATIONS[alteration]
+        answer = keep_answers(store, notebook)[question]
+        new = change(answer[column])
+        assert new != answer[column]
+        harness.execute(
+            f"UPDATE answers SET {column} = ? WHERE notebook_id = ? AND answer_id = ?",
+            (new, notebook, answer["answer_id"]),
+        )
+        problems = verify_notebook(store, notebook).problems
+        assert [p.what for p in problems] == ["answer"]
+
+    def test_verify_reports_a_kept_answer_moved_to_another_notebook(
+        self, harness: StoreHarness, store: MemoryStore, notebook: str
+    ) -> None:
+        answer = keep_answers(store, notebook)["current_notes"]
+        other = open_notebook(store, run="run-other")
+        harness.execute(
+            "UPDATE answers SET notebook_id = ? WHERE notebook_id = ? AND answer_id = ?",
+            (other, notebook, answer["answer_id"]),
+        )
+        assert verify_notebook(store, notebook).ok  # it left this notebook, as answers may
+        assert [p.what for p in verify_notebook(store, other).problems] == ["answer"]
 
     def test_rebuild_and_import_keep_every_record_of_a_large_notebook(
         self, harness: StoreHarness, store: MemoryStore, notebook: str

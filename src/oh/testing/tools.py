@@ -21,6 +21,7 @@ from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 from oh.tools import Caller, Tools
+from oh.verify import verify_notebook
 
 __all__ = ["ToolsConformance", "ToolsHarness"]
 
@@ -358,6 +359,32 @@ class ToolsConformance:
         ]
         conflicts = agent("query", {"question": "conflicts"})["rows"]
         assert len(conflicts) == 3
+
+    def test_verify_recomputes_kept_answers_with_the_pinned_knowledge(
+        self,
+        harness: ToolsHarness,
+        review: Knowledge,
+        tools: Tools,
+        notebooks: Notebooks,
+        memory: MemoryStore,
+        knowledge_store: KnowledgeStore,
+    ) -> None:
+        self._review(review, {"name": "finding:a", "text": "ten years"})
+        agent = self._session(tools, notebooks, memory)
+        self._review(review, {"name": "finding:b", "text": "after the pin"})
+        agent.remember(note("finding:a", "five years"), note("lead:b", contradicts=["finding:a"]))
+        for question in ("current_notes", "conflicts"):
+            assert "error" not in agent("query", {"question": question})
+        notebook_id = agent.caller.notebook_id
+        assert verify_notebook(memory, notebook_id, knowledge=knowledge_store).problems == []
+        reviewed = knowledge_store.record_at("ann", "finding:a", 1)
+        assert reviewed is not None
+        harness.execute_memory(
+            "UPDATE answers SET rows = replace(rows, ?, ?) WHERE notebook_id = ?",
+            (reviewed.digest, "f" * 64, notebook_id),
+        )
+        problems = verify_notebook(memory, notebook_id, knowledge=knowledge_store).problems
+        assert [p.what for p in problems] == ["answer", "answer"]
 
     def test_graph_questions_follow_links(self, agent: Session) -> None:
         agent.remember(
