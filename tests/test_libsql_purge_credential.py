@@ -202,10 +202,18 @@ def test_a_tombstone_takes_its_notebooks_content_with_it(
     path: Path, ids: dict[str, str], access: LibsqlPurgeAccess
 ) -> None:
     """Issue #16: the purge credential could mark an expired notebook purged and keep its
-    notes. Now the tombstone deletes them, in the same statement."""
+    notes. Now the tombstone deletes them, in the same statement. (The tombstone's seal must be
+    the one chained from the notebook's, or the change is refused: verify would report it.)"""
+    with pytest.raises(sqlite3.IntegrityError, match="denied to the purge credential"):
+        attack(
+            access,
+            "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?",
+            (LATER, ids["old"]),
+        )
     attack(
         access,
-        "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE id = ?",
+        "UPDATE notebooks SET state = 'purged', purged_at = ?1,"
+        " seal = oh_closed_seal(seal, 'purged', ?1) WHERE id = ?2",
         (LATER, ids["old"]),
     )
     store = LibsqlMemoryStore(path)
@@ -251,13 +259,14 @@ def test_raw_sql_on_the_purge_credential_can_still_purge_and_empty(
     assert attack(access, expired, (LATER,)) == [(ids["old"],)]
     attack(
         access,
-        "UPDATE notebooks SET state = 'purged', purged_at = ? WHERE state = 'open'"
-        " AND forgets_at <= ?",
-        (LATER, LATER),
+        "UPDATE notebooks SET state = 'purged', purged_at = ?1,"
+        " seal = oh_closed_seal(seal, 'purged', ?1) WHERE state = 'open' AND forgets_at <= ?1",
+        (LATER,),
     )
     attack(
         access,
-        "UPDATE notebooks SET state = 'empty', purged_at = ? WHERE id = ?",
+        "UPDATE notebooks SET state = 'empty', purged_at = ?1,"
+        " seal = oh_closed_seal(seal, 'empty', ?1) WHERE id = ?2",
         (LATER, ids["stuck"]),
     )
     # Touching a tombstone without changing it deletes whatever content it might still hold.
