@@ -156,7 +156,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         shown_host = f"[{args.host}]" if ":" in args.host else args.host
         base = f"http://{shown_host}:{port}"
         recall = RecallConfig.resolve(locations, args.recall, args.recall_deadline)
-        host = open_agent_host(locations, recall, public_url=base)
+        host = open_agent_host(
+            locations, recall, public_url=base, owner_token_command=owner_token_command(locations)
+        )
         try:
             app = create_app(host, mcp=mcp_app(host))
             banner = _banner(locations, base)
@@ -205,14 +207,20 @@ def _banner(locations: Locations, base: str) -> list[str]:
         if locations.memory_url is None
         else _shown(locations.memory_url, locations.memory_path)
     )
-    token = shlex.join(["token", "create", "--owner", "you", *_location_flags(locations)])
     return [
         f"Oh {__version__} serving memory from {where}",
         f"  HTTP API   {base}/v1  (OpenAPI: {base}/openapi.json)",
         f"  MCP        {base}/mcp  (agent token from opening a notebook)",
         f"  Panel      {base}/panel  (sign in with an owner token)",
-        f"  Owner token: {oh_command()} {token}",
+        f"  Owner token: {owner_token_command(locations)}",
     ]
+
+
+def owner_token_command(locations: Locations, owner: str = "you") -> str:
+    """The command that creates an owner token for these databases, working as written from
+    any directory (the banner prints it; the panel's sign-in page shows it)."""
+    token = shlex.join(["token", "create", "--owner", owner, *_location_flags(locations)])
+    return f"{oh_command()} {token}"
 
 
 def oh_command() -> str:

@@ -76,6 +76,9 @@ class HostSettings:
     # Shadow recalls waiting to be measured; more are dropped (and counted), never waited for.
     recall_shadow_queue: int = 64
     public_url: str = ""  # prefix for panel links in memory cards, e.g. http://127.0.0.1:8765
+    # How a user of this host gets an owner token, as the panel and error messages show it; `oh
+    # serve` puts the command that works as written for its own databases here.
+    owner_token_command: str = "oh token create --owner NAME"  # noqa: S105 - a command
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +280,9 @@ class Host:
     def owner(self, token: str | None) -> str:
         """The owner a bearer token authenticates; ``unauthenticated`` otherwise."""
         if not token or not token.startswith(OWNER_TOKEN_PREFIX) or len(token) > 200:
-            raise Unauthenticated("an owner token is required (oh token create --owner NAME)")
+            raise Unauthenticated(
+                f"an owner token is required ({self.settings.owner_token_command})"
+            )
         owner = self.registry.owner_of_token(_token_hash(token))
         if owner is None:
             raise Unauthenticated("unknown owner token")
@@ -553,6 +558,7 @@ def open_agent_host(
     recall: RecallConfig | None = None,
     *,
     public_url: str = "",
+    owner_token_command: str | None = None,
     catch_up_every: float = 1.0,
 ) -> Host:
     """The host ``oh serve`` and ``oh mcp`` serve agents from: recall as ``recall`` says
@@ -562,6 +568,8 @@ def open_agent_host(
     config = recall or RecallConfig.resolve(locations)
     service = open_recall(locations) if config.enabled else None
     settings = HostSettings(public_url=public_url, recall_shadow=config.shadow)
+    if owner_token_command is not None:
+        settings = replace(settings, owner_token_command=owner_token_command)
     if config.deadline is not None:
         settings = replace(settings, recall_deadline=timedelta(seconds=config.deadline))
     host = open_host(locations, settings=settings, recall=service)

@@ -222,7 +222,8 @@ def panel_router(host: Host) -> APIRouter:
             '<section class="login" aria-labelledby="login-title">'
             '<h1 id="login-title">Sign in to the Memory panel</h1>'
             f"{alert}"
-            "<p>Paste your owner token (from <code>oh token create --owner NAME</code>). The"
+            "<p>Paste your owner token (from"
+            f" <code>{esc(host.settings.owner_token_command)}</code>). The"
             " panel keeps a signed session in a cookie, not the token.</p>"
             f'<form method="post" action="{base}/panel/login" class="stack">'
             f'<input type="hidden" name="csrf" value="{esc(sessions.login_csrf(nonce))}">'
