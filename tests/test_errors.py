@@ -61,3 +61,12 @@ def test_too_many_changes_and_unknown_question_are_invalid_arguments() -> None:
     assert issubclass(errors.TooManyChanges, errors.InvalidArgument)
     assert issubclass(errors.UnknownQuestion, errors.InvalidArgument)
     assert issubclass(errors.UnsupportedMediaType, errors.InvalidArgument)
+
+
+def test_every_code_is_documented_with_its_status() -> None:
+    import re
+    from pathlib import Path
+
+    table = (Path(__file__).resolve().parents[1] / "docs" / "tools.md").read_text()
+    documented = dict(re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \|", table, re.MULTILINE))
+    assert {code: int(status) for code, status in documented.items()} == CODES

@@ -152,6 +152,14 @@ def _publish(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def _status_table() -> str:
+    """``400 invalid_argument, ...; 401 unauthenticated; ...`` from the one code table."""
+    by_status: dict[int, list[str]] = {}
+    for code, status in HTTP_STATUS.items():
+        by_status.setdefault(status, []).append(code)
+    return "; ".join(f"{status} {', '.join(codes)}" for status, codes in sorted(by_status.items()))
+
+
 def _allowed(app: Any, scope: Any) -> str:
     """Every method some route of ``app`` answers at this path (one route per method, so the
     router's own ``Allow`` names only the first)."""
@@ -319,8 +327,10 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         version=__version__,
         description=(
             "Working memory for AI agents, kept apart from reviewed knowledge. Tool contract"
-            f' version {TOOL_CONTRACT_VERSION}. Errors are {{"error": {{"code", "message"}}}}'
-            " with the status of SPEC §11."
+            f' version {TOOL_CONTRACT_VERSION}. Errors are {{"error": {{"code", "message"}}}};'
+            f" each code has one HTTP status ({_status_table()}; 500 only for damaged stored"
+            " data). Owner routes take an owner token, the tools an agent token, both as"
+            " Authorization: Bearer."
         ),
         lifespan=lifespan,
     )
