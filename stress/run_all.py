@@ -68,6 +68,7 @@ SUITES: list[tuple[str, str, str, list[str], list[str]]] = [
         ["--examples", "20000"],
         ["--examples", "300"],
     ),
+    ("parity", "libsql", "parity.py", ["--calls", "5000"], ["--calls", "200"]),
     (
         "published schemas",
         "libsql",

@@ -493,7 +493,7 @@ def test_a_body_not_sent_as_json_is_415_and_changes_nothing(server: Server, ann:
             headers={"content-type": content_type},
         )
         assert answer.status_code == 200, answer.text
-    assert agent.get(f"/v1/notebooks/{opened['notebook']['id']}/bootstrap").json()["total"] == 0
+    assert ann.get(f"/v1/notebooks/{opened['notebook']['id']}").json()["version"] == 0
     refused = ann.post(
         "/v1/documents/media-doc/notebooks",
         content=b'{"run": "run-2"}',

@@ -54,6 +54,13 @@ WALL_CLOCK_ALLOWED = {
         "rebuild_command's recall reads the real clock"
     ),
     ("tests/test_cli_purge.py", "_expired_notebook"): "the `oh purge` child's clock",
+    ("tests/test_boundary.py", "test_oh_mcp_over_stdio_reads_each_line_as_http_reads_a_body"): (
+        "the `oh mcp` child reads the real clock"
+    ),
+    (
+        "tests/test_recall.py",
+        "test_the_rebuild_command_fails_clearly_and_keeps_the_index_when_the_endpoint_is_down",
+    ): "rebuild_command's recall reads the real clock",
 }
 
 
@@ -136,8 +143,15 @@ DATABASE_CLOCK = re.compile(
     re.IGNORECASE,
 )
 SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|ALTER|DEFAULT|VALUES)\b")
-# The one use: when a migration was applied, bookkeeping that nothing reads back or compares.
-DATABASE_CLOCK_ALLOWED = {"applied_at TIMESTAMPTZ NOT NULL DEFAULT now()"}
+# The uses there are, and why each is no time a test compares.
+DATABASE_CLOCK_ALLOWED = {
+    # When a migration was applied: bookkeeping that nothing reads back or compares.
+    "applied_at TIMESTAMPTZ NOT NULL DEFAULT now()": "bookkeeping",
+    # The purge role's bound (PostgreSQL 0005; the embedded TEMP trigger's twin): the stamp a
+    # purge may record is at most the database's clock plus a minute, so a forged "now" cannot
+    # purge early. An upper bound, not a stamp: tests purge at times past by any real clock.
+    "SELECT to_char(now() AT TIME ZONE 'UTC' + interval '1 minute'": "the purge bound",
+}
 
 
 def _sql_texts() -> list[tuple[str, str]]:

@@ -240,6 +240,16 @@ def test_malformed_input_never_gets_a_500_and_every_rejection_is_typed(
     assert limits["refused_before_read"] == limits["checked"], limits["by_route"]
 
 
+def test_the_same_bytes_mean_the_same_over_http_mcp_and_the_library(
+    server: Any, tmp_path: Path
+) -> None:
+    """stress/parity.py, small: generated tool calls, spelled and spoiled, on three transports."""
+    summary = stress("parity").run(tmp_path, 150, seed=1, server=server)
+    assert summary["examples"] == []
+    assert summary["mismatches"] == summary["server_errors"] == 0
+    assert summary["answers"].get("applied", 0) > 0 and summary["answers"]["invalid_argument"] > 0
+
+
 def test_schemathesis_with_every_check_finds_nothing_positive_or_negative_owner_or_agent(
     tmp_path: Path,
 ) -> None:
