@@ -1,8 +1,11 @@
 """The HTTP API of the reference host (SPEC §6, §11): a thin adapter over ``Host``.
 
-Every route reads its body itself, strictly (size limit first, then RFC 8259 JSON with
-duplicate keys, NaN and lone surrogates refused), so every bad input becomes a typed error with
-a stable code; the OpenAPI document carries the request and response schema of every route.
+Every route reads its body itself, strictly (JSON content type first, then the size limit,
+then the reader every transport shares, ``oh.core.canonical.parse_input``), so every bad input
+becomes a typed error with a stable code. An owner route's body is checked against its published
+schema (``oh.schemas.BODIES``); a tool's arguments go to the one parser behind ``Host.call_tool``.
+The OpenAPI document carries the schema of every body, parameter and response, the bearer
+schemes, and every status a route can answer.
 """
 
 from __future__ import annotations

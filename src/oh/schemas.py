@@ -1,5 +1,5 @@
-"""The published JSON Schemas (draft 2020-12) of every tool's arguments and result (SPEC §11),
-and the one parser of tool arguments.
+"""The published JSON Schemas (draft 2020-12) of every tool's arguments and result, and of the
+bodies of the owner's routes, and the one parser of tool arguments.
 
 ``parse_arguments`` is the boundary: HTTP, MCP, stdio and library callers all hand it what the
 agent sent, and it returns a typed value or raises a typed error. It reads numbers by the input
@@ -7,7 +7,8 @@ rule of ``oh.core.canonical`` (``5.0`` is 5), runs the checks whose messages nam
 a change broke, and then validates against the published schema, so nothing the schema refuses
 is ever accepted. The schemas say everything JSON Schema can say; the few rules it cannot say
 (they relate two values, or measure one) are listed in ``RELATIONAL_RULES`` and in each schema's
-``description``, and tests hold the schemas and the parser equal on everything else.
+``description``; schemathesis, in positive and negative mode, holds the schemas and the server
+equal on everything else (``stress/published_schemas.py``, small in CI).
 ``TOOL_CONTRACT_VERSION`` changes when a shape changes incompatibly.
 """
 
@@ -106,7 +107,7 @@ RELATIONAL_RULES = (
     "a record's kind, when given, equals the prefix of its name",
     "a record's link lists do not name the record itself",
     "a record's fields are at most 16,384 bytes as canonical JSON",
-    "a value nests at most 32 levels deep",
+    "a record's fields nest at most 32 levels, counted from the record",
     "a token or cursor is one this host signed, for this notebook and caller, not expired",
 )
 
