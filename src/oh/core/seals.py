@@ -77,7 +77,7 @@ def notebook_seal(
 def closed_seal(seal: str, state: str, purged_at: str) -> str:
     """The seal of a tombstone (``purged`` or ``empty`` at ``purged_at``) closed from a notebook
     sealed ``seal``. Plain text joined by newlines, so the PostgreSQL purge functions compute
-    the same value in SQL (migration 0006)."""
+    the same value in SQL (migration 0005)."""
     text = f"oh/notebook/closed\n{seal}\n{state}\n{purged_at}"
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

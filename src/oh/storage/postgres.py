@@ -218,7 +218,7 @@ def migrate(
 
 
 def _seal_existing(conn: psycopg.Connection[Any]) -> None:
-    """Migration 0006's step in Python: seal every notebook row written before seals existed,
+    """Migration 0005's step in Python: seal every notebook row written before seals existed,
     as it is now, with the seal's one definition (``oh.core.seals``). Runs once, inside the
     migration's transaction."""
     rows = conn.execute(
@@ -243,7 +243,7 @@ def _sealed_or_none(row: Sequence[Any]) -> str | None:
 
 # Work a migration step needs beyond its SQL, by migration package and step number.
 _BACKFILLS: dict[str, dict[int, Callable[[psycopg.Connection[Any]], None]]] = {
-    MEMORY_MIGRATIONS: {6: _seal_existing},
+    MEMORY_MIGRATIONS: {5: _seal_existing},
 }
 
 
