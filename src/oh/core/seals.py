@@ -24,12 +24,14 @@ import hashlib
 from typing import Any
 
 from oh.core.canonical import canonical_text
+from oh.core.notebook import Notebook
 from oh.errors import OhError
 
 __all__ = [
     "SEALED_PHASES",
     "closed_seal",
     "notebook_seal",
+    "opened_seal",
     "row_seal",
     "seal_matches",
     "vector_seal",
@@ -72,6 +74,21 @@ def notebook_seal(
         "state": state,
     }
     return hashlib.sha256(("oh/notebook/seal\n" + canonical_text(body)).encode("utf-8")).hexdigest()
+
+
+def opened_seal(notebook: Notebook, pinned_revision: int | None) -> str:
+    """The seal of ``notebook`` as it opens pinned at ``pinned_revision`` (both backends write
+    it in the transaction that marks the notebook open)."""
+    return notebook_seal(
+        notebook.id,
+        notebook.owner,
+        notebook.document,
+        notebook.run,
+        notebook.started_at,
+        notebook.forgets_at,
+        pinned_revision,
+        "open",
+    )
 
 
 def closed_seal(seal: str, state: str, purged_at: str) -> str:

@@ -40,7 +40,7 @@ from oh.core.changes import (
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, check_not_closed, check_writable
 from oh.core.records import StoredRecord, kind_of
-from oh.core.seals import closed_seal, notebook_seal, row_seal, vector_seal
+from oh.core.seals import closed_seal, notebook_seal, opened_seal, row_seal, vector_seal
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -416,20 +416,6 @@ def _entry_from_row(notebook_id: str, row: Sequence[Any]) -> LogEntry:
     )
 
 
-def _open_seal(notebook: Notebook, pinned_revision: int | None) -> str:
-    """The seal of ``notebook`` as it opens with ``pinned_revision``."""
-    return notebook_seal(
-        notebook.id,
-        notebook.owner,
-        notebook.document,
-        notebook.run,
-        notebook.started_at,
-        notebook.forgets_at,
-        pinned_revision,
-        "open",
-    )
-
-
 def _closed(seal: Any, state: str, purged_at: str) -> str | None:
     """The tombstone's seal chained from the row's seal; None stays None (verify says so)."""
     return None if type(seal) is not str else closed_seal(seal, state, purged_at)
@@ -706,7 +692,7 @@ class LibsqlMemoryStore(LibsqlDatabase):
             check_not_closed(notebook.id, notebook.state)
             conn.execute(
                 "UPDATE notebooks SET state = 'open', pinned_revision = ?, seal = ? WHERE id = ?",
-                (pinned_revision, _open_seal(notebook, pinned_revision), notebook_id),
+                (pinned_revision, opened_seal(notebook, pinned_revision), notebook_id),
             )
             return self._notebook(conn, notebook_id)
 

@@ -43,7 +43,7 @@ from oh.core.changes import (
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, check_not_closed, check_writable
 from oh.core.records import StoredRecord
-from oh.core.seals import notebook_seal, row_seal
+from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -468,16 +468,7 @@ class PostgresMemoryStore(PostgresDatabase):
             if notebook.state == "open":
                 return notebook
             check_not_closed(notebook.id, notebook.state)
-            seal = notebook_seal(
-                notebook.id,
-                notebook.owner,
-                notebook.document,
-                notebook.run,
-                notebook.started_at,
-                notebook.forgets_at,
-                pinned_revision,
-                "open",
-            )
+            seal = opened_seal(notebook, pinned_revision)
             row = conn.execute(
                 "UPDATE notebooks SET state = 'open', pinned_revision = %s, seal = %s"
                 f" WHERE id = %s RETURNING {NOTEBOOK_COLUMNS}",
