@@ -25,20 +25,17 @@ import libsql
 
 from oh.core.answers import Answer
 from oh.core.changes import (
-    Applied,
     Change,
     LogEntry,
     LoggedChange,
     Refused,
     RememberResult,
-    check_against,
-    entry_hash,
-    fingerprint_and_log,
     fold,
     genesis_hash,
 )
 from oh.core.clock import utc_text
-from oh.core.notebook import Notebook, check_not_closed, check_writable
+from oh.core.decision import Call, Reuse, Seen, Write, decide
+from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord, kind_of
 from oh.core.seals import closed_seal, notebook_seal, opened_seal, row_seal, vector_seal
 from oh.errors import (
@@ -48,7 +45,6 @@ from oh.errors import (
     NotFound,
     OhError,
     Purged,
-    RequestIdReused,
     StorageUnavailable,
 )
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
@@ -453,21 +449,6 @@ def _remember_head(
     heads[notebook_id] = (version, head_hash)
 
 
-def _chained(
-    notebook_id: str,
-    version: int,
-    request_id: str,
-    fingerprint: str,
-    author: str,
-    written_at: str,
-    changes: tuple[LoggedChange, ...],
-    prev_hash: str,
-) -> LogEntry:
-    """The log entry for these values after the head ``prev_hash``, its hash computed."""
-    body = (notebook_id, version, request_id, fingerprint, author, written_at, changes, prev_hash)
-    return _new_tuple(LogEntry, (*body, entry_hash(*body)))
-
-
 # The current records of an entry with several changes, from the arrays its log row keeps.
 _INSERT_RECORDS = (
     "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at, version)"
@@ -737,19 +718,21 @@ class LibsqlMemoryStore(LibsqlDatabase):
         now: datetime,
     ) -> RememberResult:
         # Everything that needs no database happens before the write lock is taken.
-        payload, logged = fingerprint_and_log(based_on, changes)
-        written_at = utc_text(now)
+        call = Call.prepare(
+            notebook_id,
+            based_on=based_on,
+            request_id=request_id,
+            changes=changes,
+            author=author,
+            now=now,
+        )
         heads = _known_heads(self)
         with self._lock, translated():
             conn = self._conn
             known = heads.get(notebook_id)
             if known is not None and known[0] == based_on:
                 # The store wrote or read this head last: write at once, as ``_append`` says.
-                version = based_on + 1
-                entry = _chained(
-                    notebook_id, version, request_id, payload, author, written_at, logged, known[1]
-                )
-                new_hash = entry.hash
+                entry = call.entry(based_on + 1, known[1])
                 when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
                 try:
                     done = _append(conn, entry)
@@ -766,11 +749,12 @@ class LibsqlMemoryStore(LibsqlDatabase):
                         if conn.in_transaction:
                             conn.execute("ROLLBACK")
                         raise
-                    heads[notebook_id] = (version, new_hash)
-                    return Applied(version, tuple([(c.name, c.digest) for c in logged]))
+                    heads[notebook_id] = (entry.version, entry.hash)
+                    return call.applied(entry.version)
                 conn.execute("ROLLBACK")
+            logged = call.logged
             single = len(logged) == 1
-            names = logged[0].name if single else _json_rows([c.name for c in logged])
+            names = logged[0].name if single else _json_rows(call.names)
             when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
             try:
                 # One statement reads all the call depends on: the notebook, an earlier call
@@ -783,48 +767,30 @@ class LibsqlMemoryStore(LibsqlDatabase):
                     raise NotFound(f"no notebook {notebook_id}")
                 state, forgets_at, version, head_hash, prior, prior_payload, existing = row
                 _remember_head(heads, notebook_id, version, head_hash)
-                if state != "open" or written_at >= forgets_at:
-                    check_writable(notebook_id, state, forgets_at, now)
-                if prior is not None:
-                    if prior_payload != payload:
-                        raise RequestIdReused(
-                            f"request_id {request_id!r} was used for a different write",
-                            request_id=request_id,
-                        )
-                    result: RememberResult = self._entry(conn, notebook_id, prior).result()
-                elif based_on != version:
-                    result = Refused(current_version=version)
-                else:
-                    check_against(
-                        changes,
-                        ((names,) if existing else ()) if single else json.loads(existing),
-                    )
-                    version += 1
-                    entry = _chained(
-                        notebook_id,
-                        version,
-                        request_id,
-                        payload,
-                        author,
-                        written_at,
-                        logged,
-                        head_hash,
-                    )
-                    new_hash = entry.hash
-                    if not _append(conn, entry):
-                        raise IntegrityError(
-                            f"notebook {notebook_id}: the current records disagree with the"
-                            " checks just made (run oh verify)"
-                        )
-                    result = Applied(version, tuple((c.name, c.digest) for c in logged))
+                present = ((names,) if existing else ()) if single else json.loads(existing)
+                result: RememberResult
+                written: tuple[int, str] | None = None
+                seen = (state, forgets_at, version, head_hash, prior, prior_payload, present)
+                match decide(call, _new_tuple(Seen, seen)):
+                    case Write(entry, result):
+                        if not _append(conn, entry):
+                            raise IntegrityError(
+                                f"notebook {notebook_id}: the current records disagree with the"
+                                " checks just made (run oh verify)"
+                            )
+                        written = (entry.version, entry.hash)
+                    case Reuse(prior):
+                        result = self._entry(conn, notebook_id, prior).result()
+                    case Refused() as result:
+                        pass
                 conn.execute("COMMIT")
             except BaseException:
                 heads.pop(notebook_id, None)
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-            if isinstance(result, Applied) and prior is None:
-                heads[notebook_id] = (version, new_hash)
+            if written is not None:
+                heads[notebook_id] = written
         return result
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:

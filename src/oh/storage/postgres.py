@@ -28,21 +28,18 @@ from typing import TYPE_CHECKING, Any
 
 from oh.core.answers import Answer
 from oh.core.changes import (
-    Applied,
     Change,
     LogEntry,
     LoggedChange,
     Refused,
     RememberResult,
-    check_against,
-    entry_hash,
-    fingerprint_and_log,
     fold,
     genesis_hash,
 )
 from oh.core.clock import utc_text
-from oh.core.notebook import Notebook, check_not_closed, check_writable
-from oh.core.records import StoredRecord
+from oh.core.decision import Call, Reuse, Seen, Write, decide
+from oh.core.notebook import Notebook, check_not_closed
+from oh.core.records import StoredRecord, kind_of
 from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import (
     AlreadyExists,
@@ -52,7 +49,6 @@ from oh.errors import (
     NotFound,
     OhError,
     Purged,
-    RequestIdReused,
     StorageUnavailable,
 )
 from oh.storage.base import RecordCheck, VectorRow
@@ -518,9 +514,14 @@ class PostgresMemoryStore(PostgresDatabase):
         now: datetime,
     ) -> RememberResult:
         # Everything that needs no database happens before the notebook's row is locked.
-        payload, logged = fingerprint_and_log(based_on, changes)
-        written_at = utc_text(now)
-        names = [change.name for change in changes]
+        call = Call.prepare(
+            notebook_id,
+            based_on=based_on,
+            request_id=request_id,
+            changes=changes,
+            author=author,
+            now=now,
+        )
         with self._transaction() as conn:
             # The row lock is its own statement, first: in READ COMMITTED each later statement
             # takes a fresh snapshot, so the two reads after it see everything the previous
@@ -537,49 +538,30 @@ class PostgresMemoryStore(PostgresDatabase):
             )
             present = conn.execute(
                 "SELECT name FROM records WHERE notebook_id = %s AND name = ANY(%s)",
-                (notebook_id, names),
+                (notebook_id, call.names),
             )
             row = locked.fetchone()
             if row is None:
                 raise NotFound(f"no notebook {notebook_id}")
             state, forgets_at, version, head_hash = row
-            check_writable(notebook_id, state, forgets_at, now)
-            prior = used.fetchone()
-            if prior is not None:
-                if prior[1] != payload:
-                    raise RequestIdReused(
-                        f"request_id {request_id!r} was used for a different write",
-                        request_id=request_id,
+            prior_version, prior_fingerprint = used.fetchone() or (None, None)
+            existing = [r[0] for r in present.fetchall()]
+            seen = Seen(
+                state, forgets_at, version, head_hash, prior_version, prior_fingerprint, existing
+            )
+            match decide(call, seen):
+                case Write(entry, result):
+                    self._append(conn, notebook_id, entry)
+                    self._apply_current(conn, notebook_id, entry)
+                    conn.execute(
+                        "UPDATE notebooks SET version = %s, head_hash = %s WHERE id = %s",
+                        (entry.version, entry.hash, notebook_id),
                     )
-                return self._entry(conn, notebook_id, prior[0]).result()
-            if based_on != version:
-                return Refused(current_version=version)
-            check_against(changes, (r[0] for r in present.fetchall()))
-            new_version = version + 1
-            new_hash = entry_hash(
-                notebook_id, new_version, request_id, payload, author, written_at, logged, head_hash
-            )
-            self._append(
-                conn,
-                notebook_id,
-                LogEntry(
-                    notebook_id,
-                    new_version,
-                    request_id,
-                    payload,
-                    author,
-                    written_at,
-                    logged,
-                    head_hash,
-                    new_hash,
-                ),
-            )
-            self._apply_current(conn, notebook_id, logged, author, written_at, new_version)
-            conn.execute(
-                "UPDATE notebooks SET version = %s, head_hash = %s WHERE id = %s",
-                (new_version, new_hash, notebook_id),
-            )
-        return Applied(new_version, tuple((c.name, c.digest) for c in logged))
+                    return result
+                case Reuse(prior):
+                    return self._entry(conn, notebook_id, prior).result()
+                case Refused() as refused:
+                    return refused
 
     @staticmethod
     def _append(conn: psycopg.Connection[Any], notebook_id: str, entry: LogEntry) -> None:
@@ -608,24 +590,23 @@ class PostgresMemoryStore(PostgresDatabase):
             )
 
     @staticmethod
-    def _apply_current(
-        conn: psycopg.Connection[Any],
-        notebook_id: str,
-        logged: Iterable[LoggedChange],
-        author: str,
-        written_at: str,
-        version: int,
-    ) -> None:
-        upserts = []
-        removals = []
-        for c in logged:
-            if c.op == "remove":
-                removals.append(c.name)
-            else:
-                kind = c.name.partition(":")[0]
-                upserts.append(
-                    (notebook_id, c.name, kind, c.content, c.digest, author, written_at, version)
-                )
+    def _apply_current(conn: psycopg.Connection[Any], notebook_id: str, entry: LogEntry) -> None:
+        """Apply ``entry``'s changes to the current records (removes, then upserts)."""
+        removals = [c.name for c in entry.changes if c.op == "remove"]
+        upserts = [
+            (
+                notebook_id,
+                c.name,
+                kind_of(c.name),
+                c.content,
+                c.digest,
+                entry.author,
+                entry.written_at,
+                entry.version,
+            )
+            for c in entry.changes
+            if c.op != "remove"
+        ]
         if removals:
             conn.execute(
                 "DELETE FROM records WHERE notebook_id = %s AND name = ANY(%s)",
