@@ -7,6 +7,7 @@ import inspect
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import oh
@@ -17,6 +18,7 @@ SRC = ROOT / "src" / "oh"
 
 # Lower layers never import higher ones: core <- storage <- services <- tools/host <- transports.
 LAYERS = {
+    "_version": 0,
     "errors": 0,
     "core": 1,
     "storage": 2,
@@ -106,6 +108,13 @@ def test_oh_version_prints_the_package_version() -> None:
         [sys.executable, "-m", "oh.cli", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == f"oh {oh.__version__}"
+
+
+def test_the_version_is_written_once_in_its_own_module() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    source = project["tool"]["setuptools"]["dynamic"]["version"]
+    assert source == {"attr": "oh._version.__version__"}
 
 
 def test_the_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one() -> None:

@@ -47,7 +47,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.types import ASGIApp
 
-from oh import __version__
+from oh._version import __version__
 from oh.core.canonical import parse_input
 from oh.errors import Forbidden, InvalidArgument, NotFound, StorageUnavailable, Unauthenticated
 from oh.host import Host, close_host, open_agent_host
