@@ -36,6 +36,7 @@ LAYERS = {
     "host": 4,
     "demo": 5,
     "cli": 5,
+    "__main__": 5,
     "http": 5,
     "mcp": 5,
     "panel": 5,

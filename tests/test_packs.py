@@ -21,6 +21,7 @@ import libsql
 import pytest
 import rfc8785
 
+from oh.cli.profiles import register
 from oh.config import Locations
 from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.changes import Add, parse_changes
@@ -46,7 +47,6 @@ from oh.profiles import (
     seal,
     shipped_pack,
 )
-from oh.profiles.cli import register
 from oh.profiles.codecs import Codec, Codecs, Params, reject
 from oh.storage.base import PackInstall
 from oh.storage.libsql import LibsqlMemoryStore

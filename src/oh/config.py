@@ -7,15 +7,14 @@ database: a file path, ``file:PATH`` or ``libsql:PATH`` for the embedded backend
 
 Opening an embedded database may create it: ``Locations(create=True)``, the library's default,
 makes the data directory and the database files as needed. The command line opens only what
-exists (``Locations.from_args``): a data directory or an embedded database file that is not
-there is refused with ``not_found`` before anything is created, so a mistyped ``--data`` never
-yields fresh empty databases that verify as OK. Only ``oh serve`` and ``oh token create``, the
-commands that start a data directory, pass ``create=True``.
+exists (``oh.cli.options.read_locations``): a data directory or an embedded database file that
+is not there is refused with ``not_found`` before anything is created, so a mistyped ``--data``
+never yields fresh empty databases that verify as OK. Only ``oh serve`` and ``oh token create``,
+the commands that start a data directory, pass ``create=True``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from collections.abc import Mapping
@@ -67,18 +66,6 @@ class Locations:
             data_dir=Path(data_dir or os.environ.get("OH_DATA") or DEFAULT_DATA_DIR),
             memory_url=memory_url or os.environ.get("OH_MEMORY_URL") or None,
             knowledge_url=knowledge_url or os.environ.get("OH_KNOWLEDGE_URL") or None,
-            create=create,
-        )
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, *, create: bool = False) -> Locations:
-        """The locations a command was given (``--data``, ``--memory-url``,
-        ``--knowledge-url``, then the environment). A command opens only existing data unless
-        it is one that starts a data directory (``create=True``)."""
-        return cls.resolve(
-            getattr(args, "data", None),
-            getattr(args, "memory_url", None),
-            getattr(args, "knowledge_url", None),
             create=create,
         )
 
