@@ -54,6 +54,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
         # Like every command but serve and token create, it writes only into an existing
         # directory: a mistyped --data is refused, not created.
         Locations(Path(args.data), create=False).prepare(knowledge=False)
-        return 0 if run_demo(Path(args.data)) else 1
+        return 0 if run_demo(Path(args.data), print) else 1
     with tempfile.TemporaryDirectory(prefix="oh-demo-") as tmp:
-        return 0 if run_demo(Path(tmp)) else 1
+        return 0 if run_demo(Path(tmp), print) else 1
