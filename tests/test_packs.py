@@ -22,14 +22,13 @@ import pytest
 import rfc8785
 
 from oh.cli.profiles import register
-from oh.config import Locations
+from oh.config import Locations, open_host
 from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.changes import Add, parse_changes
 from oh.core.clock import utc_text
 from oh.core.records import MAX_FIELDS_BYTES, Record
 from oh.core.reviewed import revision_hash
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument, NotFound, OhError
-from oh.host import open_host
 from oh.knowledge import Knowledge
 from oh.notebooks import Notebooks
 from oh.profiles import (

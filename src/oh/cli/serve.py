@@ -21,7 +21,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from oh._version import __version__
 from oh.cli.options import parse_every, read_locations
-from oh.config import Locations, RecallConfig, is_postgres_url
+from oh.config import (
+    Locations,
+    RecallConfig,
+    close_host,
+    is_postgres_url,
+    open_agent_host,
+    open_host,
+)
 from oh.errors import Forbidden, Unauthenticated
 
 __all__ = [
@@ -82,7 +89,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn
 
-        from oh.host import close_host, open_agent_host
         from oh.http import create_app
         from oh.mcp import mcp_app
 
@@ -200,7 +206,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     A missing token or one for another notebook stops here, before serving; a notebook that
     expired or was forgotten is still served, and every call answers ``expired`` / ``purged``.
     """
-    from oh.host import close_host, open_agent_host
     from oh.mcp import AGENT_TOKEN_ENV, run_stdio
 
     token = os.environ.get(AGENT_TOKEN_ENV) or None
@@ -222,8 +227,6 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_token(args: argparse.Namespace) -> int:
-    from oh.host import open_host
-
     if args.action != "create":
         raise SystemExit("oh token: the only action is create")
     host = open_host(read_locations(args, create=True))  # it may start a data directory
