@@ -29,8 +29,7 @@ from typing import Any
 
 import httpx
 
-from oh.config import Locations
-from oh.host import open_host
+from oh.config import Locations, open_host
 
 
 def p50(fn: Callable[[], Any], runs: int) -> float:

@@ -30,10 +30,9 @@ from typing import Any
 import httpx
 
 from harness import Server, common_arguments, report, scratch, seed_of
-from oh.config import Locations, RecallConfig
+from oh.config import Locations, RecallConfig, close_host, open_agent_host
 from oh.core.canonical import parse_input
 from oh.errors import OhError
-from oh.host import close_host, open_agent_host
 
 TRANSPORTS = ("http", "mcp", "library")
 # What names the notebook or the moment, not what the call meant.

@@ -208,7 +208,7 @@ def test_the_banner_says_oh_when_oh_on_path_is_the_running_one(tmp_path: Path) -
 
 
 def test_the_banner_masks_a_postgresql_password() -> None:
-    from oh.cli import _banner  # the banner's text, without a PostgreSQL server behind it
+    from oh.cli.serve import _banner  # the banner's text, without a PostgreSQL server behind it
 
     url = "postgresql://oh_app:s3cret@db.internal/oh"
     banner = _banner(Locations(Path("unused"), memory_url=url, knowledge_url=url), "http://h:1")

@@ -7,6 +7,7 @@ import inspect
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import oh
@@ -15,13 +16,15 @@ from oh.cli import COMMANDS
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "oh"
 
-# Lower layers never import higher ones: core <- storage <- services <- tools/host <- transports.
+# Lower layers never import higher ones: core <- storage <- services <- tools/host <- transports
+# <- config <- cli. Only the command line imports config (the one module that picks concrete
+# backends and opens them), and nothing imports the command line.
 LAYERS = {
+    "_version": 0,
     "errors": 0,
     "core": 1,
     "storage": 2,
     "verify": 3,
-    "config": 3,
     "notebooks": 3,
     "knowledge": 3,
     "view": 3,
@@ -33,12 +36,15 @@ LAYERS = {
     "schemas": 4,
     "host": 4,
     "demo": 5,
-    "cli": 5,
     "http": 5,
     "mcp": 5,
     "panel": 5,
-    "testing": 6,
+    "testing": 5,
+    "config": 6,
+    "cli": 7,
+    "__main__": 7,
 }
+ROOT_LAYER = 4  # the package root re-exports the library: never a transport, config or the CLI
 
 
 def _layer(module: str) -> int | None:
@@ -46,7 +52,7 @@ def _layer(module: str) -> int | None:
     if parts[0] != "oh":
         return None
     if len(parts) == 1:
-        return 6  # the package root re-exports everything
+        return ROOT_LAYER
     return LAYERS.get(parts[1])
 
 
@@ -76,10 +82,25 @@ def test_imports_flow_one_way() -> None:
                 targets = [alias.name for alias in node.names]
             for target in targets:
                 layer = _layer(target)
-                if layer is not None and layer > own and target != "oh":
-                    offenders.append(f"{module} imports {target}")
-                if target == "oh" and module != "oh" and own < 5:
+                if target == "oh":  # the version has its own module, so nothing needs the root
                     offenders.append(f"{module} imports the package root")
+                elif layer is not None and layer > own:
+                    offenders.append(f"{module} imports {target}")
+    assert offenders == []
+
+
+def test_only_the_command_line_parses_arguments_or_prints() -> None:
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        if path.is_relative_to(SRC / "cli") or path == SRC / "__main__.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import) and any(a.name == "argparse" for a in node.names):
+                offenders.append(f"{path.relative_to(SRC)} imports argparse")
+            elif isinstance(node, ast.ImportFrom) and node.module == "argparse":
+                offenders.append(f"{path.relative_to(SRC)} imports from argparse")
+            elif isinstance(node, ast.Name) and node.id == "print":
+                offenders.append(f"{path.relative_to(SRC)}:{node.lineno} prints")
     assert offenders == []
 
 
@@ -106,6 +127,13 @@ def test_oh_version_prints_the_package_version() -> None:
         [sys.executable, "-m", "oh.cli", "--version"], capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == f"oh {oh.__version__}"
+
+
+def test_the_version_is_written_once_in_its_own_module() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    source = project["tool"]["setuptools"]["dynamic"]["version"]
+    assert source == {"attr": "oh._version.__version__"}
 
 
 def test_the_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one() -> None:

@@ -21,14 +21,14 @@ import libsql
 import pytest
 import rfc8785
 
-from oh.config import Locations
+from oh.cli.profiles import register
+from oh.config import Locations, open_host
 from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.changes import Add, parse_changes
 from oh.core.clock import utc_text
 from oh.core.records import MAX_FIELDS_BYTES, Record
 from oh.core.reviewed import revision_hash
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument, NotFound, OhError
-from oh.host import open_host
 from oh.knowledge import Knowledge
 from oh.notebooks import Notebooks
 from oh.profiles import (
@@ -46,7 +46,6 @@ from oh.profiles import (
     seal,
     shipped_pack,
 )
-from oh.profiles.cli import register
 from oh.profiles.codecs import Codec, Codecs, Params, reject
 from oh.storage.base import PackInstall
 from oh.storage.libsql import LibsqlMemoryStore

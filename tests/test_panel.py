@@ -32,9 +32,9 @@ from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
 import oh.http
-from oh.config import Locations
+from oh.config import Locations, open_host
 from oh.core.clock import Clock, system_clock
-from oh.host import Host, HostSettings, open_host
+from oh.host import Host, HostSettings
 from oh.http import create_app
 from oh.panel import SESSION_COOKIE, owner_from_request, panel_router
 from oh.profiles import shipped_pack

@@ -19,6 +19,7 @@ import libsql
 import numpy as np
 import pytest
 
+from oh.cli.index import add_rebuild_arguments, rebuild_command
 from oh.core.changes import Applied
 from oh.core.clock import system_clock
 from oh.core.notebook import new_notebook_id
@@ -36,7 +37,6 @@ from oh.recall import (
     VectorIndex,
     render,
 )
-from oh.recall.cli import add_rebuild_arguments, rebuild_command
 from oh.recall.embedders import Vectors, import_usearch
 from oh.storage.libsql import CONTENT_TABLES, LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore

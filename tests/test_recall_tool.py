@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from oh.config import Locations, open_recall
-from oh.host import HostSettings, open_host
+from oh.config import Locations, open_host, open_recall
+from oh.host import HostSettings
 from oh.testing.lifecycle import FakeClock
 
 

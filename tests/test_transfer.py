@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from oh.cli.transfer import cmd_export, cmd_import
 from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.changes import parse_changes
 from oh.core.records import Record
@@ -30,13 +31,7 @@ from oh.storage.postgres_knowledge import PostgresKnowledgeStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.memory_store import LIFETIME, T0
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
-from oh.transfer import (
-    cmd_export,
-    cmd_import,
-    export_knowledge,
-    export_notebooks,
-    import_export,
-)
+from oh.transfer import export_knowledge, export_notebooks, import_export
 from oh.verify import verify_knowledge, verify_store
 
 NOTEBOOK = "nb_" + "0" * 31 + "1"

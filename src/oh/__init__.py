@@ -3,6 +3,7 @@
 The public surface is re-exported here; ``__all__`` is checked by a test.
 """
 
+from oh._version import __version__
 from oh.core.canonical import canonical_bytes, canonical_text, parse_json, sha256_hex
 from oh.core.changes import Applied, LogEntry, Refused, RememberResult, parse_changes
 from oh.core.notebook import Notebook
@@ -17,8 +18,6 @@ from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.tools import Caller, Tools
 from oh.verify import VerifyReport, rebuild, verify_knowledge, verify_notebook, verify_store
 from oh.view import NotebookView, view_of
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Applied",

@@ -1,4 +1,12 @@
-"""Where Oh keeps its data: a data directory with the two embedded databases, or URLs.
+"""Where Oh keeps its data, and the one module that picks the concrete backend for it.
+
+It sits at the top, beside the command line: nothing in the library imports it. Everything
+below takes stores and services already open; this module opens them for a set of
+``Locations``: the stores (``open_memory_store``, ``open_knowledge_store``,
+``open_purge_access``), the recall service (``open_recall``) and the reference host over them
+(``open_host``, ``open_agent_host``; ``close_host`` closes what they opened).
+
+Locations: a data directory with the two embedded databases, or URLs.
 
 ``--data DIR`` (``OH_DATA``, default ``./oh-data``) holds ``memory.db`` and ``knowledge.db``.
 ``--memory-url`` / ``--knowledge-url`` (``OH_MEMORY_URL``, ``OH_KNOWLEDGE_URL``) override either
@@ -7,24 +15,25 @@ database: a file path, ``file:PATH`` or ``libsql:PATH`` for the embedded backend
 
 Opening an embedded database may create it: ``Locations(create=True)``, the library's default,
 makes the data directory and the database files as needed. The command line opens only what
-exists (``Locations.from_args``): a data directory or an embedded database file that is not
-there is refused with ``not_found`` before anything is created, so a mistyped ``--data`` never
-yields fresh empty databases that verify as OK. Only ``oh serve`` and ``oh token create``, the
-commands that start a data directory, pass ``create=True``.
+exists (``oh.cli.options.read_locations``): a data directory or an embedded database file that
+is not there is refused with ``not_found`` before anything is created, so a mistyped ``--data``
+never yields fresh empty databases that verify as OK. Only ``oh serve`` and ``oh token create``,
+the commands that start a data directory, pass ``create=True``.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from oh.core.clock import Clock, system_clock
 from oh.errors import InvalidArgument, NotFound
+from oh.host import Host, HostSettings
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
@@ -34,8 +43,11 @@ __all__ = [
     "RECALL_MODES",
     "Locations",
     "RecallConfig",
+    "close_host",
     "close_recall",
     "is_postgres_url",
+    "open_agent_host",
+    "open_host",
     "open_host_registry",
     "open_knowledge_store",
     "open_memory_store",
@@ -67,18 +79,6 @@ class Locations:
             data_dir=Path(data_dir or os.environ.get("OH_DATA") or DEFAULT_DATA_DIR),
             memory_url=memory_url or os.environ.get("OH_MEMORY_URL") or None,
             knowledge_url=knowledge_url or os.environ.get("OH_KNOWLEDGE_URL") or None,
-            create=create,
-        )
-
-    @classmethod
-    def from_args(cls, args: argparse.Namespace, *, create: bool = False) -> Locations:
-        """The locations a command was given (``--data``, ``--memory-url``,
-        ``--knowledge-url``, then the environment). A command opens only existing data unless
-        it is one that starts a data directory (``create=True``)."""
-        return cls.resolve(
-            getattr(args, "data", None),
-            getattr(args, "memory_url", None),
-            getattr(args, "knowledge_url", None),
             create=create,
         )
 
@@ -255,3 +255,53 @@ class RecallConfig:
         if seconds is not None and not 0 < seconds < math.inf:
             raise InvalidArgument("the recall deadline must be a positive number of seconds")
         return cls(chosen, seconds)
+
+
+def open_host(locations: Locations, **options: Any) -> Host:
+    """The reference host over the configured memory and knowledge databases."""
+    locations.prepare()  # refuse a missing location before opening (and creating) the other
+    return Host(
+        open_memory_store(locations),
+        open_knowledge_store(locations),
+        open_host_registry(locations),
+        **options,
+    )
+
+
+def open_agent_host(
+    locations: Locations,
+    recall: RecallConfig | None = None,
+    *,
+    public_url: str = "",
+    owner_token_command: str | None = None,
+    catch_up_every: float = 1.0,
+) -> Host:
+    """The host ``oh serve`` and ``oh mcp`` serve agents from: recall as ``recall`` says
+    (``RecallConfig.resolve`` by default: ``--recall`` / ``OH_RECALL``), with its deadline and,
+    when enabled, the catch-up loop running. ``Host.stop`` ends it; ``close_host`` closes all."""
+    locations.prepare()  # refuse a missing location before recall opens (and creates) one
+    config = recall or RecallConfig.resolve(locations)
+    service = open_recall(locations) if config.enabled else None
+    settings = HostSettings(public_url=public_url, recall_shadow=config.shadow)
+    if owner_token_command is not None:
+        settings = replace(settings, owner_token_command=owner_token_command)
+    if config.deadline is not None:
+        settings = replace(settings, recall_deadline=timedelta(seconds=config.deadline))
+    host = open_host(locations, settings=settings, recall=service)
+    if service is not None:
+        host.start_catch_up(catch_up_every)
+    return host
+
+
+def close_host(host: Host) -> None:
+    """Stop ``host``'s background work, then close its stores and its recall service's.
+
+    The recall service's stores stay open if a background thread still uses them (it is
+    waiting for a slow embedder): closing a libSQL connection under a thread that then uses
+    it aborts that thread noisily. The process is ending anyway."""
+    stopped = host.stop()
+    host.memory.close()
+    host.knowledge.close()
+    host.registry.close()
+    if host.recall is not None and stopped:
+        close_recall(host.recall)

@@ -20,8 +20,9 @@ def _show(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def run_demo(data_dir: Path, say: Callable[[str], None] = print) -> bool:
-    """Walk through the example, printing each step; return whether ``verify`` passed."""
+def run_demo(data_dir: Path, say: Callable[[str], None]) -> bool:
+    """Walk through the example, telling ``say`` each step (``oh demo`` prints them); return
+    whether ``verify`` passed."""
     data_dir.mkdir(parents=True, exist_ok=True)
     store = LibsqlMemoryStore(data_dir / "memory.db")
     try:

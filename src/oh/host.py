@@ -7,7 +7,8 @@ purge (every call then answers ``purged``). On every tool call the host rechecks
 notebook's owner still owns its document, stamps the author (``agent:<run>``) and the time, and
 emits a memory card when the agent remembered or recalled something.
 
-HTTP and MCP are thin adapters over ``Host``.
+HTTP and MCP are thin adapters over ``Host``; ``oh.config.open_host`` opens one over a set of
+locations, with the backends they name.
 """
 
 from __future__ import annotations
@@ -18,19 +19,10 @@ import logging
 import secrets
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from oh.config import (
-    Locations,
-    RecallConfig,
-    close_recall,
-    open_host_registry,
-    open_knowledge_store,
-    open_memory_store,
-    open_recall,
-)
 from oh.core.canonical import input_value
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
@@ -45,15 +37,7 @@ from oh.tools import Caller, RecallService, Tools
 if TYPE_CHECKING:  # oh.recall brings numpy; a host without recall never imports it
     from oh.recall.background import CatchUpPass, CatchUpWorker, DeadlineRecall, ShadowRecall
 
-__all__ = [
-    "Host",
-    "HostSettings",
-    "MemoryCard",
-    "Metrics",
-    "close_host",
-    "open_agent_host",
-    "open_host",
-]
+__all__ = ["Host", "HostSettings", "MemoryCard", "Metrics"]
 
 logger = logging.getLogger("oh.host")
 
@@ -551,53 +535,3 @@ def _body(body: Any, keys: frozenset[str], shape: str) -> dict[str, Any]:
         if value is None:
             raise InvalidArgument(f"{key} is null; leave it out instead")
     return body
-
-
-def open_agent_host(
-    locations: Locations,
-    recall: RecallConfig | None = None,
-    *,
-    public_url: str = "",
-    owner_token_command: str | None = None,
-    catch_up_every: float = 1.0,
-) -> Host:
-    """The host ``oh serve`` and ``oh mcp`` serve agents from: recall as ``recall`` says
-    (``RecallConfig.resolve`` by default: ``--recall`` / ``OH_RECALL``), with its deadline and,
-    when enabled, the catch-up loop running. ``Host.stop`` ends it; ``close_host`` closes all."""
-    locations.prepare()  # refuse a missing location before recall opens (and creates) one
-    config = recall or RecallConfig.resolve(locations)
-    service = open_recall(locations) if config.enabled else None
-    settings = HostSettings(public_url=public_url, recall_shadow=config.shadow)
-    if owner_token_command is not None:
-        settings = replace(settings, owner_token_command=owner_token_command)
-    if config.deadline is not None:
-        settings = replace(settings, recall_deadline=timedelta(seconds=config.deadline))
-    host = open_host(locations, settings=settings, recall=service)
-    if service is not None:
-        host.start_catch_up(catch_up_every)
-    return host
-
-
-def close_host(host: Host) -> None:
-    """Stop ``host``'s background work, then close its stores and its recall service's.
-
-    The recall service's stores stay open if a background thread still uses them (it is
-    waiting for a slow embedder): closing a libSQL connection under a thread that then uses
-    it aborts that thread noisily. The process is ending anyway."""
-    stopped = host.stop()
-    host.memory.close()
-    host.knowledge.close()
-    host.registry.close()
-    if host.recall is not None and stopped:
-        close_recall(host.recall)
-
-
-def open_host(locations: Locations, **options: Any) -> Host:
-    """The reference host over the configured memory and knowledge databases."""
-    locations.prepare()  # refuse a missing location before opening (and creating) the other
-    return Host(
-        open_memory_store(locations),
-        open_knowledge_store(locations),
-        open_host_registry(locations),
-        **options,
-    )

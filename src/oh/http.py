@@ -23,7 +23,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from oh import __version__
+from oh._version import __version__
 from oh.core.canonical import MAX_SAFE_INTEGER, parse_input
 from oh.core.identifiers import CONTROL_CHARACTERS, identifier_schema
 from oh.errors import (

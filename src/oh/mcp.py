@@ -22,11 +22,9 @@ the resource ``oh://bootstrap``. See ``docs/mcp.md``.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import logging
-import os
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -47,19 +45,19 @@ from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.types import ASGIApp
 
-from oh import __version__
+from oh._version import __version__
 from oh.core.canonical import parse_input
-from oh.errors import Forbidden, InvalidArgument, NotFound, StorageUnavailable, Unauthenticated
-from oh.host import Host, close_host, open_agent_host
+from oh.errors import InvalidArgument, NotFound, StorageUnavailable
+from oh.host import Host
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.tools import TOOL_NAMES
 
 __all__ = [
+    "AGENT_TOKEN_ENV",
     "BOOTSTRAP_URI",
     "DESCRIPTIONS",
     "McpEndpoint",
     "build_server",
-    "cmd_mcp",
     "mcp_app",
     "run_stdio",
     "screen",
@@ -466,29 +464,3 @@ async def serve_stdio(host: Host, notebook_id: str, agent_token: str) -> None:
 
 def run_stdio(host: Host, notebook_id: str, agent_token: str) -> None:
     anyio.run(serve_stdio, host, notebook_id, agent_token)
-
-
-def cmd_mcp(args: argparse.Namespace) -> int:
-    """``oh mcp --notebook ID``: the agent token comes from ``OH_AGENT_TOKEN``.
-
-    A missing token or one for another notebook stops here, before serving; a notebook that
-    expired or was forgotten is still served, and every call answers ``expired`` / ``purged``.
-    """
-    from oh.config import Locations, RecallConfig
-
-    token = os.environ.get(AGENT_TOKEN_ENV) or None
-    if token is None:
-        raise Unauthenticated(f"set {AGENT_TOKEN_ENV} to the agent token of the notebook")
-    locations = Locations.from_args(args)
-    # The same recall as `oh serve` on these databases: same options, same defaults.
-    recall = RecallConfig.resolve(
-        locations, getattr(args, "recall", None), getattr(args, "recall_deadline", None)
-    )
-    host = open_agent_host(locations, recall)
-    try:
-        if host.agent(token) != args.notebook:
-            raise Forbidden(f"{AGENT_TOKEN_ENV} belongs to another notebook than {args.notebook}")
-        run_stdio(host, args.notebook, token)
-    finally:
-        close_host(host)
-    return 0

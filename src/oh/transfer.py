@@ -26,18 +26,12 @@ already taken is ``already_exists`` (or skipped with ``skip_existing``).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import shutil
-import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.core.canonical import canonical_bytes, canonical_text, parse_json, sha256_hex
 from oh.core.changes import MAX_CHANGES, LogEntry, LoggedChange, genesis_hash
 from oh.core.identifiers import contains_control
@@ -52,7 +46,7 @@ from oh.core.reviewed import (
     knowledge_genesis,
     revision_hash,
 )
-from oh.errors import AlreadyExists, IntegrityError, InvalidArgument, NotFound
+from oh.errors import AlreadyExists, IntegrityError, InvalidArgument
 from oh.storage.base import KnowledgeStore, MemoryStore, PackInstall
 
 __all__ = [
@@ -60,11 +54,9 @@ __all__ = [
     "FORMAT_VERSION",
     "ExportReport",
     "ImportReport",
+    "Progress",
     "check_export",
-    "cmd_export",
-    "cmd_import",
-    "configure_export",
-    "configure_import",
+    "export_contents",
     "export_knowledge",
     "export_notebooks",
     "import_export",
@@ -343,6 +335,15 @@ def _header_of(number: int, line: dict[str, Any]) -> str:
             f" (this Oh reads version {FORMAT_VERSION})"
         )
     return str(line["what"])
+
+
+def export_contents(source: BinaryIO) -> str:
+    """What the export in ``source`` holds, ``"notebooks"`` or ``"knowledge"``, read from its
+    header line alone: which store to open before ``import_export`` checks the whole of it."""
+    source.seek(0)
+    first = source.readline()
+    header = parse_json(first.rstrip(b"\n"), "line 1") if first else {}
+    return _header_of(1, header if isinstance(header, dict) else {})
 
 
 def _field(line: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -795,130 +796,3 @@ class _Counted:
         for entry in self._entries:
             self.count += 1
             yield entry
-
-
-# -- the CLI (hooked into oh.cli) --------------------------------------------------------------
-
-
-def configure_export(parser: argparse.ArgumentParser) -> None:
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument(
-        "--notebook",
-        action="append",
-        metavar="ID",
-        help="export this notebook (repeat for several)",
-    )
-    what.add_argument("--notebooks", action="store_true", help="export every notebook")
-    what.add_argument("--knowledge", action="store_true", help="export the whole knowledge base")
-    parser.add_argument(
-        "--out", metavar="FILE", help="write to FILE (default: standard output)", default="-"
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
-
-
-def configure_import(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", metavar="FILE", help="an export file, or - for standard input")
-    parser.add_argument(
-        "--skip-existing",
-        action="store_true",
-        help="skip notebooks and owners that already exist instead of stopping",
-    )
-    parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
-
-
-def _stderr_progress(quiet: bool) -> Progress:
-    if quiet:
-        return _no_progress
-
-    def show(message: str) -> None:
-        print(message, file=sys.stderr, flush=True)  # noqa: T201 (the CLI's progress)
-
-    return show
-
-
-def _locations(args: argparse.Namespace) -> Locations:
-    return Locations.from_args(args)
-
-
-def cmd_export(args: argparse.Namespace) -> int:
-    """``oh export``: notebooks or the knowledge base as canonical JSON lines."""
-    progress = _stderr_progress(args.quiet)
-    locations = _locations(args)
-    out: IO[bytes]
-    target = Path(args.out) if args.out != "-" else None
-    partial = None
-    if target is None:
-        out = sys.stdout.buffer
-    else:
-        # Written beside the target and renamed at the end: no half export under its name.
-        partial = target.with_name(target.name + ".partial")
-        try:
-            out = partial.open("wb")
-        except OSError as exc:  # a missing directory, no permission: one line, no traceback
-            raise InvalidArgument(f"cannot write {target}: {exc.strerror}") from None
-    try:
-        if args.knowledge:
-            knowledge = open_knowledge_store(locations)
-            try:
-                report = export_knowledge(knowledge, out, progress)
-            finally:
-                knowledge.close()
-        else:
-            memory = open_memory_store(locations)
-            try:
-                report = export_notebooks(
-                    memory, out, None if args.notebooks else args.notebook, progress
-                )
-            finally:
-                memory.close()
-    except BaseException:
-        if partial is not None:
-            out.close()
-            partial.unlink(missing_ok=True)
-        raise
-    if partial is not None and target is not None:
-        out.close()
-        partial.replace(target)
-    progress(canonical_text(report.to_json()))
-    return 0
-
-
-def _read_file(path: Path) -> BinaryIO:
-    try:
-        return path.open("rb")
-    except FileNotFoundError:
-        raise NotFound(f"no export file at {path}") from None
-    except OSError as exc:  # a directory, no permission: one line, no traceback
-        raise InvalidArgument(f"cannot read {path}: {exc.strerror}") from None
-
-
-def cmd_import(args: argparse.Namespace) -> int:
-    """``oh import FILE``: check a whole export, then import it."""
-    progress = _stderr_progress(args.quiet)
-    locations = _locations(args)
-    with tempfile.TemporaryFile() if args.file == "-" else _read_file(Path(args.file)) as source:
-        if args.file == "-":
-            shutil.copyfileobj(sys.stdin.buffer, source)  # it is read twice: keep a copy
-        source.seek(0)
-        first = source.readline()
-        header = parse_json(first.rstrip(b"\n"), "line 1") if first else {}
-        what = _header_of(1, header if isinstance(header, dict) else {})
-        store: MemoryStore | KnowledgeStore
-        if what == "knowledge":
-            store = open_knowledge_store(locations)
-            try:
-                report = import_export(
-                    source, knowledge=store, skip_existing=args.skip_existing, progress=progress
-                )
-            finally:
-                store.close()
-        else:
-            store = open_memory_store(locations)
-            try:
-                report = import_export(
-                    source, memory=store, skip_existing=args.skip_existing, progress=progress
-                )
-            finally:
-                store.close()
-    print(canonical_text(report.to_json()))  # noqa: T201 (the command's result)
-    return 0

@@ -7,7 +7,6 @@
 * ``service`` — ``Recall``: recall, catch-up of pending embeddings, rebuild.
 * ``background`` — off the request path: ``DeadlineRecall`` (a deadline on every call),
   ``ShadowRecall`` (shadow measurements in a bounded worker), ``CatchUpWorker``.
-* ``cli`` — ``oh index rebuild`` for vectors.
 
 Vectors are derived data: rows of ``(digest, vector)`` in the memory database, never text,
 dropped and rebuilt at will. See docs/recall.md.

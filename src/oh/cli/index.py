@@ -1,7 +1,7 @@
 """``oh index rebuild`` for vectors (SPEC §9): embed everything again, then swap the new vectors
 in for the old ones; if embedding fails, the old index stays as it was.
 
-The ``oh`` command hooks ``rebuild_command``; ``add_rebuild_arguments`` adds its options.
+A thin layer over ``oh.recall.Recall.rebuild``; ``add_rebuild_arguments`` adds its options.
 """
 
 from __future__ import annotations
@@ -11,13 +11,19 @@ import json
 import sys
 from typing import TextIO
 
-from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.cli.options import read_locations
+from oh.config import open_knowledge_store, open_memory_store
 from oh.errors import OhError
 from oh.recall.embedders import EMBEDDERS, embedder_from_env
 from oh.recall.service import Recall
 from oh.storage.libsql_vectors import LibsqlVectorStore
 
-__all__ = ["add_rebuild_arguments", "rebuild_command"]
+__all__ = ["add_rebuild_arguments", "cmd_index", "configure_index", "rebuild_command"]
+
+
+def configure_index(command: argparse.ArgumentParser) -> None:
+    command.add_argument("action", choices=["rebuild"])
+    add_rebuild_arguments(command)
 
 
 def add_rebuild_arguments(parser: argparse.ArgumentParser) -> None:
@@ -38,7 +44,7 @@ def rebuild_command(
     out = out or sys.stdout
     err = err or sys.stderr
     as_json = bool(getattr(args, "json", False))
-    locations = Locations.from_args(args)
+    locations = read_locations(args)
     locations.prepare()
     embedder = embedder_from_env(kind=getattr(args, "embedder", None))
     memory = open_memory_store(locations)
@@ -82,3 +88,7 @@ def rebuild_command(
             f" with {embedder.model_id} in {report.seconds:.1f} s; pending {caught.pending}\n"
         )
     return 0 if caught.pending == 0 and caught.failed == 0 else 1
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    return rebuild_command(args)

@@ -1,4 +1,4 @@
-"""``oh profile preview|install|list``: the command line over ``Profiles``.
+"""``oh profile preview|install|list``: the command line over ``oh.profiles.Profiles``.
 
 ``register(subparsers, common)`` adds the ``profile`` command to the ``oh`` parser; each action
 sets ``handler`` (returning the exit status) like every other command. PACK is a pack file's
@@ -11,6 +11,7 @@ import argparse
 import json
 from typing import Any
 
+from oh.cli.options import read_locations
 from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.profiles.installs import InstalledPack, Preview, Profiles, plan
 from oh.profiles.packs import SHIPPED_PACKS, find_pack
@@ -22,8 +23,7 @@ SUMMARY = "preview, install and list the profile packs of an owner's knowledge b
 
 
 def _profiles(args: argparse.Namespace) -> Profiles:
-    locations = Locations.from_args(args)
-    return Profiles(open_knowledge_store(locations))
+    return Profiles(open_knowledge_store(read_locations(args)))
 
 
 def _memory(args: argparse.Namespace) -> MemoryStore:
@@ -32,11 +32,11 @@ def _memory(args: argparse.Namespace) -> MemoryStore:
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False))  # noqa: T201
+    print(json.dumps(value, indent=2, ensure_ascii=False))
 
 
 def _say(line: str = "") -> None:
-    print(line)  # noqa: T201
+    print(line)
 
 
 def _describe(preview: Preview, owner: str | None) -> None:

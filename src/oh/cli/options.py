@@ -1,0 +1,53 @@
+"""The options several commands share, and how the command line reads them.
+
+``common()`` holds ``--data``, ``--memory-url`` and ``--knowledge-url``, which every command
+but ``profile`` itself takes; ``read_locations`` reads them (then the environment, then the
+defaults) into ``oh.config.Locations``. ``parse_every`` reads a duration for ``--every`` and
+``--recall-deadline``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from oh.config import Locations
+
+__all__ = ["common", "parse_every", "read_locations"]
+
+
+def common() -> argparse.ArgumentParser:
+    """The parent parser of the location flags."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--data", metavar="DIR", help="data directory (env OH_DATA, ./oh-data)")
+    parser.add_argument("--memory-url", metavar="URL", help="memory database (env OH_MEMORY_URL)")
+    parser.add_argument(
+        "--knowledge-url", metavar="URL", help="knowledge database (env OH_KNOWLEDGE_URL)"
+    )
+    return parser
+
+
+def read_locations(args: argparse.Namespace, *, create: bool = False) -> Locations:
+    """The locations a command was given (``--data``, ``--memory-url``, ``--knowledge-url``,
+    then the environment). A command opens only existing data unless it is one that starts a
+    data directory (``create=True``)."""
+    return Locations.resolve(
+        getattr(args, "data", None),
+        getattr(args, "memory_url", None),
+        getattr(args, "knowledge_url", None),
+        create=create,
+    )
+
+
+def parse_every(text: str) -> float:
+    """``300``, ``300s``, ``5m``, ``1h`` → seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "s")
+    try:
+        seconds = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (try 30, 30s, 5m, 1h)"
+        ) from None
+    if not seconds > 0:
+        raise argparse.ArgumentTypeError("the interval must be positive")
+    return seconds
