@@ -13,7 +13,6 @@ from oh.core.canonical import sha256_hex
 from oh.core.records import Record
 from oh.core.reviewed import Decision, ReviewedRecord, Source
 from oh.errors import NotFound
-from oh.knowledge import Knowledge
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
@@ -21,8 +20,8 @@ from oh.testing.knowledge import (
     SOURCE,
     KnowledgeSourceConformance,
     ReviewConformance,
+    publish_by_review,
 )
-from oh.testing.lifecycle import FakeClock
 
 
 class LibsqlReviewHarness:
@@ -52,13 +51,9 @@ class LibsqlSourceHarness(LibsqlReviewHarness):
         assert isinstance(source, LibsqlKnowledgeStore)
         memory = self.open_memory()
         try:
-            knowledge = Knowledge(source, memory, clock=FakeClock())
-            proposal = knowledge.propose(owner, source=SOURCE, record=record)
-            decided = knowledge.decide(owner, proposal.id, decision="accept", reason="ok")
+            return publish_by_review(source, memory, owner, record)
         finally:
             memory.close()
-        assert decided.record is not None
-        return decided.record.revision
 
 
 class TestLibsqlKnowledgeSource(KnowledgeSourceConformance):

@@ -16,6 +16,7 @@ from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, translate
 from oh.testing.lifecycle import NotebookLifecycleConformance
 from oh.testing.memory_store import T0, MemoryStoreConformance, StoreHarness
 from oh.testing.stateful import notebook_machine
+from oh.testing.tampering import Edit
 
 
 class LibsqlHarness:
@@ -33,6 +34,9 @@ class LibsqlHarness:
             conn.execute(sql, params)
         finally:
             conn.close()
+
+    def tamper(self, edit: Edit) -> None:
+        self.execute(*edit.sql())
 
 
 class TestLibsqlMemoryStore(MemoryStoreConformance):

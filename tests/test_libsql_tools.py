@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import libsql
 import pytest
@@ -11,6 +10,7 @@ import pytest
 from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.testing.tampering import Edit
 from oh.testing.tools import ToolsConformance
 
 
@@ -25,10 +25,10 @@ class LibsqlToolsHarness:
     def open_knowledge(self) -> KnowledgeStore:
         return LibsqlKnowledgeStore(self.knowledge_path)
 
-    def execute_memory(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+    def tamper_memory(self, edit: Edit) -> None:
         conn = libsql.connect(str(self.memory_path), isolation_level=None)
         try:
-            conn.execute(sql, params)
+            conn.execute(*edit.sql())
         finally:
             conn.close()
 

@@ -15,7 +15,12 @@ from oh.knowledge import Knowledge
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.storage.postgres import PostgresMemoryStore
 from oh.storage.postgres_knowledge import PostgresKnowledgeStore
-from oh.testing.knowledge import SOURCE, KnowledgeSourceConformance, ReviewConformance
+from oh.testing.knowledge import (
+    SOURCE,
+    KnowledgeSourceConformance,
+    ReviewConformance,
+    publish_by_review,
+)
 from oh.testing.lifecycle import FakeClock
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
 from oh.verify import verify_knowledge
@@ -54,13 +59,9 @@ class PostgresSourceHarness(PostgresReviewHarness):
         assert isinstance(source, PostgresKnowledgeStore)
         memory = self.open_memory()
         try:
-            knowledge = Knowledge(source, memory, clock=FakeClock())
-            proposal = knowledge.propose(owner, source=SOURCE, record=record)
-            decided = knowledge.decide(owner, proposal.id, decision="accept", reason="ok")
+            return publish_by_review(source, memory, owner, record)
         finally:
             memory.close()
-        assert decided.record is not None
-        return decided.record.revision
 
 
 class TestPostgresKnowledgeSource(KnowledgeSourceConformance):

@@ -39,6 +39,7 @@ from oh.testing.lifecycle import NotebookLifecycleConformance
 from oh.testing.memory_store import T0, MemoryStoreConformance, add, open_notebook, write
 from oh.testing.postgres_cluster import PostgresCluster, Schema, fresh_schema, shared_cluster
 from oh.testing.stateful import notebook_machine
+from oh.testing.tampering import Edit
 
 
 def placeholders(sql: str) -> str:
@@ -74,6 +75,9 @@ class PostgresHarness:
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         run_sql(self.schema.url(), sql, params)
+
+    def tamper(self, edit: Edit) -> None:
+        self.execute(*edit.sql())
 
 
 class TestPostgresMemoryStore(MemoryStoreConformance):

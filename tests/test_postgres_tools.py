@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import psycopg
 import pytest
@@ -12,6 +11,7 @@ from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.storage.postgres import PostgresMemoryStore
 from oh.storage.postgres_knowledge import PostgresKnowledgeStore
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
+from oh.testing.tampering import Edit
 from oh.testing.tools import ToolsConformance
 
 
@@ -31,7 +31,8 @@ class PostgresToolsHarness:
     def open_knowledge(self) -> KnowledgeStore:
         return PostgresKnowledgeStore(self.schema.url(), max_size=2)
 
-    def execute_memory(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+    def tamper_memory(self, edit: Edit) -> None:
+        sql, params = edit.sql()
         with psycopg.connect(self.schema.url(), autocommit=True) as conn:
             conn.execute(sql.replace("%", "%%").replace("?", "%s"), params or None)
 

@@ -26,6 +26,7 @@ from oh.errors import AlreadyExists, IntegrityError, InvalidArgument
 from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.memory import InMemoryDatabase, InMemoryKnowledgeStore, InMemoryStore
 from oh.storage.postgres import PostgresMemoryStore
 from oh.storage.postgres_knowledge import PostgresKnowledgeStore
 from oh.testing.knowledge import SOURCE
@@ -252,6 +253,23 @@ def test_the_same_decisions_give_the_same_knowledge_exports_on_both_backends(
     assert knowledge_export(libsql_knowledge) == knowledge_export(pg_knowledge)
 
 
+def test_the_in_memory_reference_gives_the_same_bytes_as_the_embedded_backend(
+    libsql_memory: MemoryStore, libsql_knowledge: KnowledgeStore
+) -> None:
+    database = InMemoryDatabase()
+    memory, knowledge = InMemoryStore(database), InMemoryKnowledgeStore(database)
+    assert fill_memory(memory) == fill_memory(libsql_memory)
+    assert list(memory.log(NOTEBOOK)) == list(libsql_memory.log(NOTEBOOK))
+    for notebook in (NOTEBOOK, TOMBSTONE, OPENING):
+        assert memory.notebook(notebook) == libsql_memory.notebook(notebook)
+        assert memory.notebook_seal(notebook) == libsql_memory.notebook_seal(notebook)
+    assert notebooks_export(memory) == notebooks_export(libsql_memory)
+    fill_knowledge(knowledge)
+    fill_knowledge(libsql_knowledge)
+    assert knowledge.installed_packs("ann") == libsql_knowledge.installed_packs("ann")
+    assert knowledge_export(knowledge) == knowledge_export(libsql_knowledge)
+
+
 # -- round trips -------------------------------------------------------------------------------
 
 
@@ -316,6 +334,31 @@ def test_a_knowledge_export_imports_into_postgres_and_back_unchanged(
         import_export(io.BytesIO(knowledge_export(pg_knowledge)), knowledge=back)
         assert knowledge_export(back) == exported
         assert verify_knowledge(back).ok
+    finally:
+        back.close()
+
+
+def test_an_embedded_export_imports_into_the_in_memory_reference_and_back_unchanged(
+    libsql_memory: MemoryStore, libsql_knowledge: KnowledgeStore, tmp_path: Path
+) -> None:
+    fill_memory(libsql_memory)
+    fill_knowledge(libsql_knowledge)
+    notebooks, knowledge = notebooks_export(libsql_memory), knowledge_export(libsql_knowledge)
+    database = InMemoryDatabase()
+    memory, reviewed = InMemoryStore(database), InMemoryKnowledgeStore(database)
+    import_export(io.BytesIO(notebooks), memory=memory)
+    import_export(io.BytesIO(knowledge), knowledge=reviewed)
+    assert (notebooks_export(memory), knowledge_export(reviewed)) == (notebooks, knowledge)
+    assert verifies(memory)
+    assert verify_knowledge(reviewed).ok
+    with pytest.raises(AlreadyExists):
+        import_export(io.BytesIO(notebooks), memory=memory)
+    with pytest.raises(AlreadyExists):
+        import_export(io.BytesIO(knowledge), knowledge=reviewed)
+    back = LibsqlMemoryStore(tmp_path / "back.db")
+    try:
+        import_export(io.BytesIO(notebooks_export(memory)), memory=back)
+        assert notebooks_export(back) == notebooks
     finally:
         back.close()
 

@@ -26,6 +26,7 @@ from oh.errors import (
 )
 from oh.storage.base import MemoryStore, RecordCheck
 from oh.storage.rows import ANSWER_COLUMNS
+from oh.testing.tampering import Edit, require_sql
 from oh.tools import Caller, Tools
 from oh.verify import rebuild, replay, verify_notebook
 
@@ -40,8 +41,14 @@ class StoreHarness(Protocol):
         """A new store (its own connection) on the harness's database."""
         ...
 
+    def tamper(self, edit: Edit) -> None:
+        """Make ``edit`` to the stored rows, outside Oh (``oh.testing.tampering``)."""
+        ...
+
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
-        """Run raw SQL (``?`` placeholders) against the database, outside Oh: for tampering."""
+        """Run raw SQL (``?`` placeholders) against the database, outside Oh: for what the
+        database itself refuses. A harness with no SQL database leaves it out, and the tests
+        that need it skip."""
         ...
 
     @property
@@ -95,6 +102,10 @@ def write(
         author=author,
         now=now,
     )
+
+
+# The text a tampering test changes in stored content.
+_TRUE_TO_FAKE = ("content", "true", "fake")
 
 
 def log_length(store: MemoryStore, notebook_id: str) -> int:
@@ -465,19 +476,15 @@ class MemoryStoreConformance:
         self, harness: StoreHarness, store: MemoryStore, notebook: str
     ) -> None:
         write(store, notebook, 0, "r-1", add("note:a"))
-        harness.execute(
-            "UPDATE log SET author = 'agent:mallory' WHERE notebook_id = ?", (notebook,)
-        )
+        harness.tamper(Edit("log", {"notebook_id": notebook}, {"author": "agent:mallory"}))
         assert {p.what for p in verify_notebook(store, notebook).problems} >= {"chain"}
 
     def test_verify_detects_altered_logged_content(
         self, harness: StoreHarness, store: MemoryStore, notebook: str
     ) -> None:
         write(store, notebook, 0, "r-1", add("note:a", "true text"))
-        harness.execute(
-            f"UPDATE {harness.change_table} SET content = replace(content, 'true', 'fake')"
-            " WHERE notebook_id = ?",
-            (notebook,),
+        harness.tamper(
+            Edit(harness.change_table, {"notebook_id": notebook}, substitute=_TRUE_TO_FAKE)
         )
         whats = {p.what for p in verify_notebook(store, notebook).problems}
         assert "digest" in whats
@@ -488,9 +495,7 @@ class MemoryStoreConformance:
         write(store, notebook, 0, "r-1", add("note:a"))
         write(store, notebook, 1, "r-2", add("note:b"))
         for table in dict.fromkeys((harness.change_table, "log")):  # children first
-            harness.execute(
-                f"DELETE FROM {table} WHERE notebook_id = ? AND version = 2", (notebook,)
-            )
+            harness.tamper(Edit(table, {"notebook_id": notebook, "version": 2}, action="delete"))
         whats = {p.what for p in verify_notebook(store, notebook).problems}
         assert {"head", "drift"} <= whats
 
@@ -498,10 +503,7 @@ class MemoryStoreConformance:
         self, harness: StoreHarness, store: MemoryStore, notebook: str
     ) -> None:
         write(store, notebook, 0, "r-1", add("note:a", "true text"))
-        harness.execute(
-            "UPDATE records SET content = replace(content, 'true', 'fake') WHERE notebook_id = ?",
-            (notebook,),
-        )
+        harness.tamper(Edit("records", {"notebook_id": notebook}, substitute=_TRUE_TO_FAKE))
         problems = verify_notebook(store, notebook).problems
         assert {"drift", "digest"} <= {p.what for p in problems}
 
@@ -528,20 +530,14 @@ class MemoryStoreConformance:
         write(store, notebook, 0, "r-1", add("note:a", "true text"), add("note:b"))
         write(store, notebook, 1, "r-2", add("note:c"))
         write(store, notebook, 2, "r-3", add("note:d"))
-        harness.execute(
-            "UPDATE records SET content = replace(content, 'true', 'fake') WHERE notebook_id = ?"
-            " AND name = 'note:a'",
-            (notebook,),
+        harness.tamper(
+            Edit("records", {"notebook_id": notebook, "name": "note:a"}, substitute=_TRUE_TO_FAKE)
         )
         # note:c claims the entry that wrote note:d, and note:d one that does not exist
-        harness.execute(
-            "UPDATE records SET version = 3 WHERE notebook_id = ? AND name = 'note:c'",
-            (notebook,),
-        )
-        harness.execute(
-            "UPDATE records SET version = 9 WHERE notebook_id = ? AND name = 'note:d'",
-            (notebook,),
-        )
+        for name, version in (("note:c", 3), ("note:d", 9)):
+            harness.tamper(
+                Edit("records", {"notebook_id": notebook, "name": name}, {"version": version})
+            )
         checks = {c.name: c.as_logged for c in store.record_checks(notebook, page=2)}
         assert checks == {"note:a": False, "note:b": True, "note:c": False, "note:d": False}
         whats = {(p.what, p.detail.split()[0]) for p in verify_notebook(store, notebook).problems}
@@ -574,7 +570,7 @@ class MemoryStoreConformance:
     ) -> None:
         write(store, notebook, 0, "r-1", add("note:a"))
         assert verify_notebook(store, notebook).ok
-        harness.execute(f"UPDATE notebooks SET {column} = ? WHERE id = ?", (value, notebook))
+        harness.tamper(Edit("notebooks", {"id": notebook}, {column: value}))
         problems = verify_notebook(store, notebook).problems
         assert [p.what for p in problems] == ["seal"]
         if column in ("forgets_at", "started_at", "pinned_revision", "state", "purged_at"):
@@ -595,7 +591,7 @@ class MemoryStoreConformance:
         write(store, notebook, 0, "r-1", add("note:a"))
         store.forget(notebook, T0 + timedelta(hours=1))
         assert verify_notebook(store, notebook).ok
-        harness.execute(f"UPDATE notebooks SET {column} = ? WHERE id = ?", (value, notebook))
+        harness.tamper(Edit("notebooks", {"id": notebook}, {column: value}))
         assert [p.what for p in verify_notebook(store, notebook).problems] == ["seal"]
 
     def test_every_notebook_oh_writes_matches_its_seal(self, store: MemoryStore) -> None:
@@ -636,9 +632,12 @@ class MemoryStoreConformance:
         answer = keep_answers(store, notebook)[question]
         new = change(answer[column])
         assert new != answer[column]
-        harness.execute(
-            f"UPDATE answers SET {column} = ? WHERE notebook_id = ? AND answer_id = ?",
-            (new, notebook, answer["answer_id"]),
+        harness.tamper(
+            Edit(
+                "answers",
+                {"notebook_id": notebook, "answer_id": answer["answer_id"]},
+                {column: new},
+            )
         )
         problems = verify_notebook(store, notebook).problems
         assert [p.what for p in problems] == ["answer"]
@@ -648,9 +647,12 @@ class MemoryStoreConformance:
     ) -> None:
         answer = keep_answers(store, notebook)["current_notes"]
         other = open_notebook(store, run="run-other")
-        harness.execute(
-            "UPDATE answers SET notebook_id = ? WHERE notebook_id = ? AND answer_id = ?",
-            (other, notebook, answer["answer_id"]),
+        harness.tamper(
+            Edit(
+                "answers",
+                {"notebook_id": notebook, "answer_id": answer["answer_id"]},
+                {"notebook_id": other},
+            )
         )
         assert verify_notebook(store, notebook).ok  # it left this notebook, as answers may
         assert [p.what for p in verify_notebook(store, other).problems] == ["answer"]
@@ -666,7 +668,7 @@ class MemoryStoreConformance:
             )
         before = store.records(notebook)
         assert len(before) == 1100
-        harness.execute("DELETE FROM records WHERE notebook_id = ?", (notebook,))
+        harness.tamper(Edit("records", {"notebook_id": notebook}, action="delete"))
         assert rebuild(store, notebook) == 1100
         assert store.records(notebook) == before
         copy = dataclasses.replace(store.notebook(notebook), id=new_notebook_id(), run="run-copy")
@@ -680,12 +682,11 @@ class MemoryStoreConformance:
         write(store, notebook, 0, "r-1", add("note:a"), add("note:b", depends_on=["note:a"]))
         write(store, notebook, 1, "r-2", replace("note:a", "changed"))
         before = store.records(notebook)
-        harness.execute("DELETE FROM records WHERE notebook_id = ?", (notebook,))
-        harness.execute(
-            "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at,"
-            " version) VALUES (?, 'note:zz', 'note', '{}', 'x', 'a', 'b', 9)",
-            (notebook,),
-        )
+        harness.tamper(Edit("records", {"notebook_id": notebook}, action="delete"))
+        columns = "notebook_id, name, kind, content, digest, author, written_at, version"
+        values = (notebook, "note:zz", "note", "{}", "x", "a", "b", 9)
+        stray = dict(zip(columns.split(", "), values, strict=True))
+        harness.tamper(Edit("records", values=stray, action="insert"))
         assert not verify_notebook(store, notebook).ok
         assert rebuild(store, notebook) == 2
         assert store.records(notebook) == before
@@ -696,6 +697,7 @@ class MemoryStoreConformance:
     def test_the_database_refuses_a_second_entry_at_one_version(
         self, harness: StoreHarness, store: MemoryStore, notebook: str
     ) -> None:
+        require_sql(harness, "execute")
         write(store, notebook, 0, "r-1", add("note:a"))
         write(store, notebook, 1, "r-2", add("note:b"))
         with pytest.raises(Exception, match=r"(?i)unique|duplicate|primary"):
@@ -706,6 +708,7 @@ class MemoryStoreConformance:
     def test_the_database_refuses_a_request_id_twice(
         self, harness: StoreHarness, store: MemoryStore, notebook: str
     ) -> None:
+        require_sql(harness, "execute")
         write(store, notebook, 0, "r-1", add("note:a"))
         write(store, notebook, 1, "r-2", add("note:b"))
         with pytest.raises(Exception, match=r"(?i)unique|duplicate"):

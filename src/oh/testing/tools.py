@@ -20,6 +20,7 @@ from oh.schemas import RESULTS
 from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
+from oh.testing.tampering import Edit
 from oh.tools import Caller, Tools
 from oh.verify import verify_notebook
 
@@ -63,8 +64,9 @@ class ToolsHarness(Protocol):
 
     def open_knowledge(self) -> KnowledgeStore: ...
 
-    def execute_memory(self, sql: str, params: tuple[Any, ...] = ()) -> None:
-        """Raw SQL on the memory database, outside Oh: for corrupting a stored record."""
+    def tamper_memory(self, edit: Edit) -> None:
+        """Make ``edit`` to the memory database's rows, outside Oh: for corrupting what is
+        stored (``oh.testing.tampering``)."""
         ...
 
 
@@ -379,9 +381,12 @@ class ToolsConformance:
         assert verify_notebook(memory, notebook_id, knowledge=knowledge_store).problems == []
         reviewed = knowledge_store.record_at("ann", "finding:a", 1)
         assert reviewed is not None
-        harness.execute_memory(
-            "UPDATE answers SET rows = replace(rows, ?, ?) WHERE notebook_id = ?",
-            (reviewed.digest, "f" * 64, notebook_id),
+        harness.tamper_memory(
+            Edit(
+                "answers",
+                {"notebook_id": notebook_id},
+                substitute=("rows", reviewed.digest, "f" * 64),
+            )
         )
         problems = verify_notebook(memory, notebook_id, knowledge=knowledge_store).problems
         assert [p.what for p in problems] == ["answer", "answer"]
@@ -530,9 +535,8 @@ class ToolsConformance:
         self, harness: ToolsHarness, agent: Session
     ) -> None:
         agent.remember(note("note:a", "the true text"))
-        harness.execute_memory(
-            "UPDATE records SET content = replace(content, 'true', 'fake') WHERE name = ?",
-            ("note:a",),
+        harness.tamper_memory(
+            Edit("records", {"name": "note:a"}, substitute=("content", "true", "fake"))
         )
         result = agent("read", {"name": "note:a"})
         assert result["error"]["code"] == "integrity"

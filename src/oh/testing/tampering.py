@@ -1,0 +1,66 @@
+"""How the conformance suites change stored data behind Oh's back.
+
+Two kinds of test tamper with storage. Most change rows and check that ``verify`` (or a read)
+notices: they describe the change as an ``Edit``, which a harness with a SQL database runs as
+one statement (``Edit.sql``) and a backend without one (``oh.storage.memory``) applies to its
+own rows (``harness.tamper``). A few check what the database itself refuses to raw SQL (a
+duplicate key, reopening a tombstone, the purge credential's limits): they need the harness's
+raw SQL channel, and where the harness has none they skip (``require_sql``), since a backend
+whose storage only its own code writes has nothing there to refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pytest
+
+from oh.storage.rows import insert
+
+__all__ = ["Edit", "require_sql"]
+
+
+@dataclass(frozen=True, slots=True)
+class Edit:
+    """A change to the rows of one table, in the SQL backends' table and column names.
+
+    ``update`` (the default) gives each ``values`` column its value in the rows where every
+    ``where`` column holds its value, and with ``substitute = (column, old, new)`` replaces
+    ``old`` by ``new`` in that column's text; ``delete`` removes those rows; ``insert`` adds
+    the one row ``values`` (``where`` unused).
+    """
+
+    table: str
+    where: Mapping[str, Any] = field(default_factory=dict)
+    values: Mapping[str, Any] = field(default_factory=dict)
+    substitute: tuple[str, str, str] | None = None
+    action: Literal["update", "delete", "insert"] = "update"
+
+    def sql(self) -> tuple[str, tuple[Any, ...]]:
+        """The edit as one statement with ``?`` placeholders, and its parameters."""
+        if self.action == "insert":
+            return insert(self.table, ", ".join(self.values), "?"), tuple(self.values.values())
+        where = " AND ".join(f"{column} = ?" for column in self.where)
+        condition = f" WHERE {where}" if where else ""
+        if self.action == "delete":
+            return f"DELETE FROM {self.table}{condition}", tuple(self.where.values())
+        assignments = [f"{column} = ?" for column in self.values]
+        params: tuple[Any, ...] = tuple(self.values.values())
+        if self.substitute is not None:
+            column, old, new = self.substitute
+            assignments.append(f"{column} = replace({column}, ?, ?)")
+            params += (old, new)
+        sql = f"UPDATE {self.table} SET {', '.join(assignments)}{condition}"
+        return sql, params + tuple(self.where.values())
+
+
+def require_sql(harness: object, channel: str) -> None:
+    """Skip the test unless ``harness`` has the raw SQL method ``channel`` (``execute``,
+    ``purge_execute``, ``execute_knowledge``) the test sends its statements through."""
+    if not callable(getattr(harness, channel, None)):
+        pytest.skip(
+            f"{type(harness).__name__} has no storage to tamper with: no database beneath the"
+            " backend's own code, so nothing there can refuse raw SQL"
+        )
