@@ -27,13 +27,12 @@ from oh.core.changes import (
     LogEntry,
     Refused,
     RememberResult,
-    check_against,
-    fingerprint_and_log,
     fold,
     genesis_hash,
 )
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
-from oh.core.notebook import Notebook, check_not_closed, check_writable
+from oh.core.decision import Call, Reuse, Seen, Write, decide
+from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import Record, StoredRecord
 from oh.core.reviewed import (
     Decision,
@@ -45,7 +44,7 @@ from oh.core.reviewed import (
     pack_revision,
 )
 from oh.core.seals import closed_seal, notebook_seal, opened_seal, row_seal
-from oh.errors import AlreadyExists, NotFound, Purged, RequestIdReused
+from oh.errors import AlreadyExists, NotFound, Purged
 from oh.storage.base import (
     OPENING_GRACE_FLOOR,
     PURGE_CLOCK_ALLOWANCE,
@@ -271,43 +270,43 @@ class InMemoryStore:
         author: str,
         now: datetime,
     ) -> RememberResult:
-        payload, logged = fingerprint_and_log(based_on, changes)
-        written_at = utc_text(now)
+        call = Call.prepare(
+            notebook_id,
+            based_on=based_on,
+            request_id=request_id,
+            changes=changes,
+            author=author,
+            now=now,
+        )
         database = self.database
         with database.lock:
             row = self._row(notebook_id)
-            check_writable(notebook_id, row.state, row.forgets_at, now)
-            prior = database.log.get(notebook_id, {}).get(request_id)
-            if prior is not None:
-                if prior.fingerprint != payload:
-                    raise RequestIdReused(
-                        f"request_id {request_id!r} was used for a different write",
-                        request_id=request_id,
-                    )
-                return prior.result()
-            if based_on != row.version:
-                return Refused(current_version=row.version)
+            entries = database.log.get(notebook_id, {})
+            prior = entries.get(request_id)
             current = database.records.get(notebook_id, {})
-            check_against(changes, [c.name for c in logged if c.name in current])
-            entry = LogEntry(
-                notebook_id,
-                based_on + 1,
-                request_id,
-                payload,
-                author,
-                written_at,
-                logged,
+            seen = Seen(
+                row.state,
+                row.forgets_at,
+                row.version,
                 row.head_hash,
-                hash="",
+                None if prior is None else prior.version,
+                None if prior is None else prior.fingerprint,
+                [name for name in call.names if name in current],
             )
-            entry = entry._replace(hash=entry.expected_hash())
-            # Every check has passed: from here on nothing can fail.
-            database.log.setdefault(notebook_id, {})[request_id] = entry
-            fold(database.records.setdefault(notebook_id, {}), entry)
-            database.notebooks[notebook_id] = row._replace(
-                version=entry.version, head_hash=entry.hash
-            )
-        return entry.result()
+            match decide(call, seen):
+                case Write(entry, result):
+                    # Every check has passed: from here on nothing can fail.
+                    database.log.setdefault(notebook_id, {})[request_id] = entry
+                    fold(database.records.setdefault(notebook_id, {}), entry)
+                    database.notebooks[notebook_id] = row._replace(
+                        version=entry.version, head_hash=entry.hash
+                    )
+                    return result
+                case Reuse():
+                    assert prior is not None
+                    return prior.result()
+                case Refused() as refused:
+                    return refused
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
         """Delete a notebook's content at once, leave its tombstone; return what was removed."""
