@@ -583,6 +583,8 @@ class LibsqlDatabase:
         self._conn = connect(self.path, synchronous)
         migrate(self._conn, self.MIGRATIONS)
 
+    FOR_UPDATE = ""  # a write transaction (BEGIN IMMEDIATE) excludes every other writer
+
     @contextmanager
     def _write(self) -> Iterator[Any]:
         """One write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""

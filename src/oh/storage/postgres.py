@@ -60,6 +60,7 @@ from oh.storage.rows import (
     insert,
     notebook_from_row,
 )
+from oh.storage.sql import QmarkConnection
 
 if TYPE_CHECKING:
     import psycopg
@@ -364,6 +365,20 @@ class PostgresDatabase:
         with translated(), self._pool.connection() as conn, conn.pipeline(), conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
+
+    FOR_UPDATE = " FOR UPDATE"
+
+    @contextmanager
+    def _write(self) -> Iterator[QmarkConnection]:
+        """``_transaction`` for the shared statements (``oh.storage.sql``)."""
+        with self._transaction() as conn:
+            yield QmarkConnection(conn)
+
+    @contextmanager
+    def _read(self) -> Iterator[QmarkConnection]:
+        """``_snapshot`` for the shared statements (``oh.storage.sql``)."""
+        with self._snapshot() as conn:
+            yield QmarkConnection(conn)
 
     def _vacuum(self, tables: Sequence[str], *, full: bool) -> bool:
         """``VACUUM`` (or ``VACUUM FULL``) the tables; with ``full``, also switch to a new WAL
