@@ -23,7 +23,6 @@ from typing import Any, Literal
 
 import libsql
 
-from oh.core.answers import Answer
 from oh.core.changes import (
     Change,
     LogEntry,
@@ -37,7 +36,7 @@ from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord, kind_of
-from oh.core.seals import closed_seal, notebook_seal, opened_seal, row_seal, vector_seal
+from oh.core.seals import closed_seal, row_seal, vector_seal
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -48,14 +47,7 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
-from oh.storage.rows import (
-    ANSWER_COLUMNS,
-    NOTEBOOK_COLUMNS,
-    answer_from_row,
-    answer_values,
-    insert,
-    notebook_from_row,
-)
+from oh.storage.sql_memory import SqlMemoryStore
 
 logger = logging.getLogger("oh.storage")
 
@@ -342,13 +334,6 @@ def _change_columns(
     )
 
 
-# The hot read path: a notebook and one of its records, in one statement.
-_READ_RECORD = (
-    f"SELECT {', '.join(f'n.{c.strip()}' for c in NOTEBOOK_COLUMNS.split(','))}, r.name, r.kind,"
-    " r.content, r.digest, r.author, r.written_at, r.version FROM notebooks AS n"
-    " LEFT JOIN records AS r ON r.notebook_id = n.id AND r.name = ? WHERE n.id = ?"
-)
-
 # verify's view of the current records (``MemoryStore.record_checks``): stamps, no content.
 _RECORD_CHECKS = (
     "SELECT r.name, r.kind, r.digest, r.author, r.written_at, r.version, EXISTS ("
@@ -564,6 +549,27 @@ def _append(conn: Any, entry: LogEntry) -> bool:
     return True
 
 
+class _Statement:
+    """``LibsqlDatabase._statement``: the lock and the error translation as one stateless
+    object, since one-statement reads are the hot path (a generator-based context manager
+    costs about four times as much a use)."""
+
+    __slots__ = ("_database",)
+
+    def __init__(self, database: LibsqlDatabase) -> None:
+        self._database = database
+
+    def __enter__(self) -> Any:
+        self._database._lock.acquire()
+        return self._database._conn
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        self._database._lock.release()
+        translated.__exit__(kind, exc, tb)
+
+
 class LibsqlDatabase:
     """One libSQL file behind one connection and one lock, migrated on open. Thread-safe."""
 
@@ -581,9 +587,14 @@ class LibsqlDatabase:
         self.synchronous = synchronous
         self._lock = threading.RLock()
         self._conn = connect(self.path, synchronous)
+        self._one = _Statement(self)
         migrate(self._conn, self.MIGRATIONS)
 
     FOR_UPDATE = ""  # a write transaction (BEGIN IMMEDIATE) excludes every other writer
+
+    def _statement(self) -> _Statement:
+        """The connection for one statement, under the lock, errors translated."""
+        return self._one
 
     @contextmanager
     def _write(self) -> Iterator[Any]:
@@ -626,86 +637,28 @@ class LibsqlDatabase:
             self._conn.close()
 
 
-class LibsqlMemoryStore(LibsqlDatabase):
-    """``MemoryStore`` on one libSQL file."""
+class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
+    """``MemoryStore`` on one libSQL file: the shared statements (``oh.storage.sql_memory``) and
+    the log in this backend's layout (one row per entry)."""
 
     MIGRATIONS = "oh.storage.migrations.libsql"
 
+    @contextmanager
+    def _ephemeral(self) -> Iterator[Any]:
+        """A write transaction committed without the fsync (WAL, ``synchronous=NORMAL``)."""
+        with self._lock, translated():
+            self._conn.execute("PRAGMA synchronous=NORMAL")
+            try:
+                with self._write() as conn:
+                    yield conn
+            finally:
+                self._conn.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    @staticmethod
+    def _insert_records(conn: Any, notebook_id: str, records: Sequence[StoredRecord]) -> None:
+        _insert_records(conn, notebook_id, records)
+
     # -- notebooks ------------------------------------------------------------------------
-
-    def create_notebook(
-        self,
-        notebook_id: str,
-        *,
-        owner: str,
-        document: str,
-        run: str,
-        started_at: datetime,
-        forgets_at: datetime,
-        pinned_revision: int | None = None,
-    ) -> Notebook:
-        started, forgets = utc_text(started_at), utc_text(forgets_at)
-        seal = notebook_seal(
-            notebook_id, owner, document, run, started, forgets, pinned_revision, "opening"
-        )
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
-                " forgets_at, version, pinned_revision, head_hash, seal)"
-                " VALUES (?, ?, ?, ?, 'opening', ?, ?, 0, ?, ?, ?)",
-                (
-                    notebook_id,
-                    owner,
-                    document,
-                    run,
-                    started,
-                    forgets,
-                    pinned_revision,
-                    genesis_hash(notebook_id),
-                    seal,
-                ),
-            )
-            return self._notebook(conn, notebook_id)
-
-    def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
-        with self._write() as conn:
-            notebook = self._notebook(conn, notebook_id)
-            if notebook.state == "open":
-                return notebook
-            check_not_closed(notebook.id, notebook.state)
-            conn.execute(
-                "UPDATE notebooks SET state = 'open', pinned_revision = ?, seal = ? WHERE id = ?",
-                (pinned_revision, opened_seal(notebook, pinned_revision), notebook_id),
-            )
-            return self._notebook(conn, notebook_id)
-
-    def _notebook(self, conn: Any, notebook_id: str) -> Notebook:
-        row = conn.execute(
-            f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE id = ?", (notebook_id,)
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no notebook {notebook_id}")
-        return notebook_from_row(row)
-
-    def notebook(self, notebook_id: str) -> Notebook:
-        with self._lock, translated():
-            return self._notebook(self._conn, notebook_id)
-
-    def find_notebook(self, owner: str, document: str, run: str) -> Notebook | None:
-        with self._lock, translated():
-            row = self._conn.execute(
-                f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks"
-                " WHERE owner = ? AND document = ? AND run = ?",
-                (owner, document, run),
-            ).fetchone()
-        return None if row is None else notebook_from_row(row)
-
-    def notebook_ids(self) -> list[str]:
-        with self._lock, translated():
-            return [
-                row[0]
-                for row in self._conn.execute("SELECT id FROM notebooks ORDER BY id").fetchall()
-            ]
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -822,29 +775,6 @@ class LibsqlMemoryStore(LibsqlDatabase):
 
     # -- reads ----------------------------------------------------------------------------
 
-    _RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
-
-    def records(self, notebook_id: str) -> list[StoredRecord]:
-        # Rows are turned into records a thousand at a time, so the driver's rows for the
-        # whole notebook never sit in memory beside the records (and it is faster, too).
-        records: list[StoredRecord] = []
-        with self._lock, translated():
-            cursor = self._conn.execute(
-                f"SELECT {self._RECORD_COLUMNS} FROM records WHERE notebook_id = ? ORDER BY name",
-                (notebook_id,),
-            )
-            while rows := cursor.fetchmany(1000):
-                records += [StoredRecord(*row) for row in rows]
-        return records
-
-    def record(self, notebook_id: str, name: str) -> StoredRecord | None:
-        with self._lock, translated():
-            row = self._conn.execute(
-                f"SELECT {self._RECORD_COLUMNS} FROM records WHERE notebook_id = ? AND name = ?",
-                (notebook_id, name),
-            ).fetchone()
-        return None if row is None else StoredRecord(*row)
-
     def record_checks(self, notebook_id: str, *, page: int = 2000) -> Iterator[RecordCheck]:
         # Keyset pages by name, each one read; the database compares each record's text with
         # the change its entry logged (a plain column for one change, the array element of
@@ -861,23 +791,6 @@ class LibsqlMemoryStore(LibsqlDatabase):
             if len(rows) < page:
                 return
             last = rows[-1][0]
-
-    def notebook_seal(self, notebook_id: str) -> str | None:
-        with self._lock, translated():
-            row = self._conn.execute(
-                "SELECT seal FROM notebooks WHERE id = ?", (notebook_id,)
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"no notebook {notebook_id}")
-        return row[0]  # type: ignore[no-any-return]
-
-    def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
-        with self._lock, translated():
-            rows = self._conn.execute(
-                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? ORDER BY answer_id",
-                (notebook_id,),
-            ).fetchall()
-        return [tuple(row) for row in rows]
 
     def note_vector_rows(self, notebook_id: str, *, page: int = 500) -> Iterator[VectorRow]:
         yield from self._vector_rows(
@@ -955,53 +868,11 @@ class LibsqlMemoryStore(LibsqlDatabase):
             changes = sum(row[7] if type(row[7]) is int else 1 for row in rows)
             size = max(1, min(batch, size * _LOG_PAGE_CHANGES // max(changes, 1)))
 
-    def save_answer(self, answer: Answer, now: datetime) -> None:
-        values = answer_values(answer)
-        with self._lock, translated():
-            # Answers are ephemeral: this one commit skips the fsync (WAL, synchronous=NORMAL).
-            self._conn.execute("PRAGMA synchronous=NORMAL")
-            try:
-                with self._write() as conn:
-                    conn.execute(
-                        "DELETE FROM answers WHERE notebook_id = ? AND expires_at <= ?",
-                        (answer.notebook_id, utc_text(now)),
-                    )
-                    conn.execute(
-                        insert("answers", ANSWER_COLUMNS, "?")
-                        + " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
-                        " SET expires_at = max(expires_at, excluded.expires_at)",
-                        values,
-                    )
-            finally:
-                self._conn.execute(f"PRAGMA synchronous={self.synchronous}")
-
-    def answer(
-        self, notebook_id: str, answer_id: str, offset: int = 0, limit: int | None = None
-    ) -> Answer | None:
-        with self._lock, translated():
-            row = self._conn.execute(
-                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? AND answer_id = ?",
-                (notebook_id, answer_id),
-            ).fetchone()
-        return None if row is None else answer_from_row(row, offset, limit)
-
-    def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
-        with self._lock, translated():
-            row = self._conn.execute(_READ_RECORD, (name, notebook_id)).fetchone()
-        if row is None:
-            raise NotFound(f"no notebook {notebook_id}")
-        notebook = notebook_from_row(row[:11])
-        return notebook, None if row[11] is None else StoredRecord(*row[11:])
-
     def changes_after(
         self, notebook_id: str, version: int
     ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
         with self._read() as conn:
-            current = conn.execute(
-                "SELECT version FROM notebooks WHERE id = ?", (notebook_id,)
-            ).fetchone()
-            if current is None:
-                raise NotFound(f"no notebook {notebook_id}")
+            current = self._version(conn, notebook_id)
             rows = conn.execute(
                 f"SELECT {_LOG_COLUMNS} FROM log"
                 " WHERE notebook_id = ? AND version > ? ORDER BY version",
@@ -1011,30 +882,11 @@ class LibsqlMemoryStore(LibsqlDatabase):
             entries = [_entry_from_row(notebook_id, row) for row in rows]
         except ValueError as exc:
             raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
-        return current[0], [
+        return current, [
             (name, digest, content)
             for entry in entries
             for _, name, content, digest in entry.changes
         ]
-
-    def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
-        with self._read() as conn:
-            version = conn.execute(
-                "SELECT version FROM notebooks WHERE id = ?", (notebook_id,)
-            ).fetchone()
-            if version is None:
-                raise NotFound(f"no notebook {notebook_id}")
-            rows = conn.execute(
-                "SELECT name, digest FROM records WHERE notebook_id = ? ORDER BY name",
-                (notebook_id,),
-            ).fetchall()
-        return version[0], [(name, digest) for name, digest in rows]
-
-    def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
-        rows = list(records)
-        with self._write() as conn:
-            conn.execute("DELETE FROM records WHERE notebook_id = ?", (notebook_id,))
-            _insert_records(conn, notebook_id, rows)
 
     # -- export and import (SPEC §9) ------------------------------------------------------
 

@@ -26,7 +26,6 @@ from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
-from oh.core.answers import Answer
 from oh.core.changes import (
     Change,
     LogEntry,
@@ -40,7 +39,7 @@ from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord, kind_of
-from oh.core.seals import notebook_seal, opened_seal, row_seal
+from oh.core.seals import row_seal
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -53,14 +52,11 @@ from oh.errors import (
 )
 from oh.storage.base import RecordCheck, VectorRow
 from oh.storage.rows import (
-    ANSWER_COLUMNS,
     NOTEBOOK_COLUMNS,
-    answer_from_row,
-    answer_values,
-    insert,
     notebook_from_row,
 )
-from oh.storage.sql import QmarkConnection
+from oh.storage.sql import Connection, QmarkConnection
+from oh.storage.sql_memory import SqlMemoryStore
 
 if TYPE_CHECKING:
     import psycopg
@@ -374,6 +370,8 @@ class PostgresDatabase:
         with self._transaction() as conn:
             yield QmarkConnection(conn)
 
+    _statement = _write  # one statement is one transaction: the pool hands out no autocommit
+
     @contextmanager
     def _read(self) -> Iterator[QmarkConnection]:
         """``_snapshot`` for the shared statements (``oh.storage.sql``)."""
@@ -410,9 +408,6 @@ class PostgresDatabase:
             self._pool.close()
 
 
-_RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
-
-
 # verify's view of the current records (``MemoryStore.record_checks``): stamps, no content.
 _RECORD_CHECKS = (
     "SELECT r.name, r.kind, r.digest, r.author, r.written_at, r.version, EXISTS ("
@@ -429,92 +424,21 @@ def _counts(value: Any) -> dict[str, int]:
     return {str(table): int(count) for table, count in (value or {}).items()}
 
 
-class PostgresMemoryStore(PostgresDatabase):
-    """``MemoryStore`` on PostgreSQL."""
+class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
+    """``MemoryStore`` on PostgreSQL: the shared statements (``oh.storage.sql_memory``) and the
+    log in this backend's layout (an entry row and a row per change)."""
 
     COMPONENT = "memory"
     MIGRATIONS = MEMORY_MIGRATIONS
 
+    @contextmanager
+    def _ephemeral(self) -> Iterator[QmarkConnection]:
+        """A transaction whose commit does not wait for the WAL flush."""
+        with self._write() as conn:
+            conn.execute("SET LOCAL synchronous_commit = off")
+            yield conn
+
     # -- notebooks ------------------------------------------------------------------------
-
-    def create_notebook(
-        self,
-        notebook_id: str,
-        *,
-        owner: str,
-        document: str,
-        run: str,
-        started_at: datetime,
-        forgets_at: datetime,
-        pinned_revision: int | None = None,
-    ) -> Notebook:
-        started, forgets = utc_text(started_at), utc_text(forgets_at)
-        seal = notebook_seal(
-            notebook_id, owner, document, run, started, forgets, pinned_revision, "opening"
-        )
-        with self._transaction() as conn:
-            row = conn.execute(
-                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
-                " forgets_at, version, pinned_revision, head_hash, seal)"
-                " VALUES (%s, %s, %s, %s, 'opening', %s, %s, 0, %s, %s, %s)"
-                f" RETURNING {NOTEBOOK_COLUMNS}",
-                (
-                    notebook_id,
-                    owner,
-                    document,
-                    run,
-                    started,
-                    forgets,
-                    pinned_revision,
-                    genesis_hash(notebook_id),
-                    seal,
-                ),
-            ).fetchone()
-        assert row is not None
-        return notebook_from_row(row)
-
-    def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
-        with self._transaction() as conn:
-            notebook = self._notebook(conn, notebook_id, lock=True)
-            if notebook.state == "open":
-                return notebook
-            check_not_closed(notebook.id, notebook.state)
-            seal = opened_seal(notebook, pinned_revision)
-            row = conn.execute(
-                "UPDATE notebooks SET state = 'open', pinned_revision = %s, seal = %s"
-                f" WHERE id = %s RETURNING {NOTEBOOK_COLUMNS}",
-                (pinned_revision, seal, notebook_id),
-            ).fetchone()
-        assert row is not None
-        return notebook_from_row(row)
-
-    @staticmethod
-    def _notebook(conn: psycopg.Connection[Any], notebook_id: str, lock: bool = False) -> Notebook:
-        row = conn.execute(
-            f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE id = %s"
-            + (" FOR UPDATE" if lock else ""),
-            (notebook_id,),
-        ).fetchone()
-        if row is None:
-            raise NotFound(f"no notebook {notebook_id}")
-        return notebook_from_row(row)
-
-    def notebook(self, notebook_id: str) -> Notebook:
-        with self._transaction() as conn:
-            return self._notebook(conn, notebook_id)
-
-    def find_notebook(self, owner: str, document: str, run: str) -> Notebook | None:
-        with self._transaction() as conn:
-            row = conn.execute(
-                f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks"
-                " WHERE owner = %s AND document = %s AND run = %s",
-                (owner, document, run),
-            ).fetchone()
-        return None if row is None else notebook_from_row(row)
-
-    def notebook_ids(self) -> list[str]:
-        with self._transaction() as conn:
-            return [row[0] for row in conn.execute("SELECT id FROM notebooks ORDER BY id")]
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -645,17 +569,18 @@ class PostgresMemoryStore(PostgresDatabase):
         The rows are gone at commit for every reader; their space is reclaimed by (auto)vacuum
         (``compact``), which a forget does not wait for.
         """
-        with self._transaction() as conn:
+        stamp = utc_text(now)
+        with self._write() as conn:
             notebook = self._notebook(conn, notebook_id, lock=True)
             if notebook.state in ("purged", "empty"):
                 check_not_closed(notebook_id, notebook.state)
             # The tombstone's seal is chained in SQL, exactly as the purge functions chain it.
             conn.execute(
-                "UPDATE notebooks SET state = 'purged', purged_at = %(at)s,"
-                " seal = oh_closed_seal(seal, 'purged', %(at)s) WHERE id = %(id)s",
-                {"at": utc_text(now), "id": notebook_id},
+                "UPDATE notebooks SET state = 'purged', purged_at = ?,"
+                " seal = oh_closed_seal(seal, 'purged', ?) WHERE id = ?",
+                (stamp, stamp, notebook_id),
             )
-            row = conn.execute("SELECT oh_delete_content(%s)", (notebook_id,)).fetchone()
+            row = conn.execute("SELECT oh_delete_content(?)", (notebook_id,)).fetchone()
         assert row is not None
         return _counts(row[0])
 
@@ -675,22 +600,6 @@ class PostgresMemoryStore(PostgresDatabase):
 
     # -- reads ----------------------------------------------------------------------------
 
-    def records(self, notebook_id: str) -> list[StoredRecord]:
-        with self._transaction() as conn:
-            rows = conn.execute(
-                f"SELECT {_RECORD_COLUMNS} FROM records WHERE notebook_id = %s ORDER BY name",
-                (notebook_id,),
-            ).fetchall()
-        return [StoredRecord(*row) for row in rows]
-
-    def record(self, notebook_id: str, name: str) -> StoredRecord | None:
-        with self._transaction() as conn:
-            row = conn.execute(
-                f"SELECT {_RECORD_COLUMNS} FROM records WHERE notebook_id = %s AND name = %s",
-                (notebook_id, name),
-            ).fetchone()
-        return None if row is None else StoredRecord(*row)
-
     def record_checks(self, notebook_id: str, *, page: int = 2000) -> Iterator[RecordCheck]:
         # Keyset pages by name, each one transaction; the database compares each record's text
         # with the change its entry logged for that name.
@@ -706,23 +615,6 @@ class PostgresMemoryStore(PostgresDatabase):
             if len(rows) < page:
                 return
             last = rows[-1][0]
-
-    def notebook_seal(self, notebook_id: str) -> str | None:
-        with self._transaction() as conn:
-            row = conn.execute(
-                "SELECT seal FROM notebooks WHERE id = %s", (notebook_id,)
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"no notebook {notebook_id}")
-        return row[0]  # type: ignore[no-any-return]
-
-    def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
-        with self._transaction() as conn:
-            rows = conn.execute(
-                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = %s ORDER BY answer_id",
-                (notebook_id,),
-            ).fetchall()
-        return [tuple(row) for row in rows]
 
     def note_vector_rows(self, notebook_id: str) -> Iterator[VectorRow]:
         return iter(())  # recall vectors live only in the embedded backend in this release
@@ -781,88 +673,17 @@ class PostgresMemoryStore(PostgresDatabase):
                 return
             first += batch
 
-    def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
-        """The notebook and one of its current records, in one statement (one snapshot)."""
-        columns = ", ".join(f"n.{c.strip()}" for c in NOTEBOOK_COLUMNS.split(","))
-        with self._transaction() as conn:
-            row = conn.execute(
-                f"SELECT {columns}, r.name, r.kind, r.content, r.digest, r.author,"
-                " r.written_at, r.version FROM notebooks AS n LEFT JOIN records AS r"
-                " ON r.notebook_id = n.id AND r.name = %s WHERE n.id = %s",
-                (name, notebook_id),
-            ).fetchone()
-        if row is None:
-            raise NotFound(f"no notebook {notebook_id}")
-        return notebook_from_row(row[:11]), None if row[11] is None else StoredRecord(*row[11:])
-
     def changes_after(
         self, notebook_id: str, version: int
     ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
-        with self._snapshot() as conn:
-            current = conn.execute(
-                "SELECT version FROM notebooks WHERE id = %s", (notebook_id,)
-            ).fetchone()
-            if current is None:
-                raise NotFound(f"no notebook {notebook_id}")
+        with self._read() as conn:
+            current = self._version(conn, notebook_id)
             rows = conn.execute(
                 "SELECT name, digest, content FROM log_changes"
-                " WHERE notebook_id = %s AND version > %s ORDER BY version, seq",
+                " WHERE notebook_id = ? AND version > ? ORDER BY version, seq",
                 (notebook_id, version),
             ).fetchall()
-        return current[0], [(name, digest, content) for name, digest, content in rows]
-
-    def save_answer(self, answer: Answer, now: datetime) -> None:
-        values = answer_values(answer)
-        with self._transaction() as conn:
-            # Answers are ephemeral: this commit need not wait for the WAL flush.
-            conn.execute("SET LOCAL synchronous_commit = off")
-            conn.execute(
-                "DELETE FROM answers WHERE notebook_id = %s AND expires_at <= %s",
-                (answer.notebook_id, utc_text(now)),
-            )
-            conn.execute(
-                insert("answers", ANSWER_COLUMNS, "%s")
-                + " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
-                " SET expires_at = greatest(answers.expires_at, excluded.expires_at)",
-                values,
-            )
-
-    def answer(
-        self, notebook_id: str, answer_id: str, offset: int = 0, limit: int | None = None
-    ) -> Answer | None:
-        with self._transaction() as conn:
-            row = conn.execute(
-                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = %s AND answer_id = %s",
-                (notebook_id, answer_id),
-            ).fetchone()
-        return None if row is None else answer_from_row(row, offset, limit)
-
-    def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
-        with self._snapshot() as conn:
-            current = conn.execute(
-                "SELECT version FROM notebooks WHERE id = %s", (notebook_id,)
-            ).fetchone()
-            if current is None:
-                raise NotFound(f"no notebook {notebook_id}")
-            rows = conn.execute(
-                "SELECT name, digest FROM records WHERE notebook_id = %s ORDER BY name",
-                (notebook_id,),
-            ).fetchall()
-        return current[0], [(name, digest) for name, digest in rows]
-
-    def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
-        rows = [
-            (notebook_id, r.name, r.kind, r.content, r.digest, r.author, r.written_at, r.version)
-            for r in records
-        ]
-        with self._transaction() as conn:
-            conn.execute("DELETE FROM records WHERE notebook_id = %s", (notebook_id,))
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
-                    " written_at, version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                    rows,
-                )
+        return current, [(name, digest, content) for name, digest, content in rows]
 
     # -- import ---------------------------------------------------------------------------
 
@@ -891,7 +712,7 @@ class PostgresMemoryStore(PostgresDatabase):
             for entry in entries:
                 self._append(conn, notebook.id, entry)
                 fold(state, entry)
-            self._insert_records(conn, notebook.id, state.values())
+            self._insert_records(QmarkConnection(conn), notebook.id, list(state.values()))
             final = "open" if notebook.state == "expired" else notebook.state  # never stored
             seal = row_seal(
                 notebook.id,
@@ -921,26 +742,25 @@ class PostgresMemoryStore(PostgresDatabase):
 
     @staticmethod
     def _insert_records(
-        conn: psycopg.Connection[Any], notebook_id: str, records: Iterable[StoredRecord]
+        conn: Connection, notebook_id: str, records: Sequence[StoredRecord]
     ) -> None:
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
-                " written_at, version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        notebook_id,
-                        r.name,
-                        r.kind,
-                        r.content,
-                        r.digest,
-                        r.author,
-                        r.written_at,
-                        r.version,
-                    )
-                    for r in records
-                ],
-            )
+        conn.executemany(
+            "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at,"
+            " version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    notebook_id,
+                    r.name,
+                    r.kind,
+                    r.content,
+                    r.digest,
+                    r.author,
+                    r.written_at,
+                    r.version,
+                )
+                for r in records
+            ],
+        )
 
 
 # -- the purge credential ----------------------------------------------------------------------

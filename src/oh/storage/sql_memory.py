@@ -1,0 +1,229 @@
+"""The memory store's statements both SQL backends run, written once.
+
+``SqlMemoryStore`` holds every ``MemoryStore`` method whose SQL is the same on libSQL and
+PostgreSQL: notebooks (create, open, find), current records, seals, kept answers and the hot
+read. A backend class inherits it beside its database class and supplies what only it can do
+(``SqlMemoryBackend``): writing a log entry in its own layout, inserting current records in
+bulk, an answer's relaxed-durability commit. What a write means is decided in ``oh.core``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Protocol
+
+from oh.core.answers import Answer
+from oh.core.changes import genesis_hash
+from oh.core.clock import utc_text
+from oh.core.notebook import Notebook, check_not_closed
+from oh.core.records import StoredRecord
+from oh.core.seals import notebook_seal, opened_seal
+from oh.errors import NotFound
+from oh.storage.rows import (
+    ANSWER_COLUMNS,
+    NOTEBOOK_COLUMNS,
+    answer_from_row,
+    answer_values,
+    insert,
+    notebook_from_row,
+)
+from oh.storage.sql import Connection, SqlDatabase
+
+__all__ = ["RECORD_COLUMNS", "SqlMemoryBackend", "SqlMemoryStore"]
+
+RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
+
+_CREATE_NOTEBOOK = (
+    "INSERT INTO notebooks (id, owner, document, run, state, started_at, forgets_at, version,"
+    " pinned_revision, head_hash, seal) VALUES (?, ?, ?, ?, 'opening', ?, ?, 0, ?, ?, ?)"
+    f" RETURNING {NOTEBOOK_COLUMNS}"
+)
+# The hot read path: a notebook and one of its records, in one statement (one snapshot).
+_READ_RECORD = (
+    f"SELECT {', '.join(f'n.{c.strip()}' for c in NOTEBOOK_COLUMNS.split(','))}, r.name, r.kind,"
+    " r.content, r.digest, r.author, r.written_at, r.version FROM notebooks AS n"
+    " LEFT JOIN records AS r ON r.notebook_id = n.id AND r.name = ? WHERE n.id = ?"
+)
+_SAVE_ANSWER = (
+    insert("answers", ANSWER_COLUMNS, "?") + " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
+    " SET expires_at = CASE WHEN excluded.expires_at > answers.expires_at"
+    " THEN excluded.expires_at ELSE answers.expires_at END"
+)
+
+
+class SqlMemoryBackend(SqlDatabase, Protocol):
+    """What a SQL backend adds to ``SqlDatabase`` for the shared memory statements."""
+
+    def _statement(self) -> AbstractContextManager[Connection]:
+        """A connection for one statement, which the database makes atomic on its own (no
+        explicit transaction where none is needed: the cheapest way to read one row)."""
+
+    def _ephemeral(self) -> AbstractContextManager[Connection]:
+        """A write transaction whose commit need not survive power loss (kept answers)."""
+
+    def _insert_records(
+        self, conn: Connection, notebook_id: str, records: Sequence[StoredRecord]
+    ) -> None:
+        """Insert current records in bulk, inside the caller's write transaction."""
+
+
+class SqlMemoryStore(SqlMemoryBackend):
+    """The ``MemoryStore`` methods whose SQL both backends run."""
+
+    # -- notebooks ------------------------------------------------------------------------
+
+    def create_notebook(
+        self,
+        notebook_id: str,
+        *,
+        owner: str,
+        document: str,
+        run: str,
+        started_at: datetime,
+        forgets_at: datetime,
+        pinned_revision: int | None = None,
+    ) -> Notebook:
+        started, forgets = utc_text(started_at), utc_text(forgets_at)
+        seal = notebook_seal(
+            notebook_id, owner, document, run, started, forgets, pinned_revision, "opening"
+        )
+        values = (notebook_id, owner, document, run, started, forgets, pinned_revision)
+        with self._write() as conn:
+            row = conn.execute(
+                _CREATE_NOTEBOOK, (*values, genesis_hash(notebook_id), seal)
+            ).fetchone()
+        return notebook_from_row(row)
+
+    def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
+        with self._write() as conn:
+            notebook = self._notebook(conn, notebook_id, lock=True)
+            if notebook.state == "open":
+                return notebook
+            check_not_closed(notebook.id, notebook.state)
+            row = conn.execute(
+                "UPDATE notebooks SET state = 'open', pinned_revision = ?, seal = ?"
+                f" WHERE id = ? RETURNING {NOTEBOOK_COLUMNS}",
+                (pinned_revision, opened_seal(notebook, pinned_revision), notebook_id),
+            ).fetchone()
+        return notebook_from_row(row)
+
+    def _notebook(self, conn: Connection, notebook_id: str, lock: bool = False) -> Notebook:
+        """The notebook's row (locked until the transaction ends with ``lock``)."""
+        row = conn.execute(
+            f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE id = ?"
+            + (self.FOR_UPDATE if lock else ""),
+            (notebook_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return notebook_from_row(row)
+
+    def notebook(self, notebook_id: str) -> Notebook:
+        with self._statement() as conn:
+            return self._notebook(conn, notebook_id)
+
+    def find_notebook(self, owner: str, document: str, run: str) -> Notebook | None:
+        with self._statement() as conn:
+            row = conn.execute(
+                f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks"
+                " WHERE owner = ? AND document = ? AND run = ?",
+                (owner, document, run),
+            ).fetchone()
+        return None if row is None else notebook_from_row(row)
+
+    def notebook_ids(self) -> list[str]:
+        with self._statement() as conn:
+            return [
+                row[0] for row in conn.execute("SELECT id FROM notebooks ORDER BY id").fetchall()
+            ]
+
+    def notebook_seal(self, notebook_id: str) -> str | None:
+        with self._statement() as conn:
+            row = conn.execute("SELECT seal FROM notebooks WHERE id = ?", (notebook_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return row[0]  # type: ignore[no-any-return]
+
+    # -- current records ------------------------------------------------------------------
+
+    def records(self, notebook_id: str) -> list[StoredRecord]:
+        # Rows are turned into records a thousand at a time, so the driver's rows for the
+        # whole notebook never sit in memory beside the records (and it is faster, too).
+        records: list[StoredRecord] = []
+        with self._read() as conn:
+            cursor: Any = conn.execute(
+                f"SELECT {RECORD_COLUMNS} FROM records WHERE notebook_id = ? ORDER BY name",
+                (notebook_id,),
+            )
+            while rows := cursor.fetchmany(1000):
+                records += [StoredRecord(*row) for row in rows]
+        return records
+
+    def record(self, notebook_id: str, name: str) -> StoredRecord | None:
+        with self._statement() as conn:
+            row = conn.execute(
+                f"SELECT {RECORD_COLUMNS} FROM records WHERE notebook_id = ? AND name = ?",
+                (notebook_id, name),
+            ).fetchone()
+        return None if row is None else StoredRecord(*row)
+
+    def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
+        with self._statement() as conn:
+            row = conn.execute(_READ_RECORD, (name, notebook_id)).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return notebook_from_row(row[:11]), None if row[11] is None else StoredRecord(*row[11:])
+
+    def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
+        with self._read() as conn:
+            version = self._version(conn, notebook_id)
+            rows = conn.execute(
+                "SELECT name, digest FROM records WHERE notebook_id = ? ORDER BY name",
+                (notebook_id,),
+            ).fetchall()
+        return version, [(name, digest) for name, digest in rows]
+
+    @staticmethod
+    def _version(conn: Connection, notebook_id: str) -> int:
+        """The notebook's memory version; ``not_found`` if there is no such notebook."""
+        row = conn.execute("SELECT version FROM notebooks WHERE id = ?", (notebook_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        return int(row[0])
+
+    def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
+        rows = list(records)
+        with self._write() as conn:
+            conn.execute("DELETE FROM records WHERE notebook_id = ?", (notebook_id,))
+            self._insert_records(conn, notebook_id, rows)
+
+    # -- kept answers ---------------------------------------------------------------------
+
+    def save_answer(self, answer: Answer, now: datetime) -> None:
+        values = answer_values(answer)
+        with self._ephemeral() as conn:
+            conn.execute(
+                "DELETE FROM answers WHERE notebook_id = ? AND expires_at <= ?",
+                (answer.notebook_id, utc_text(now)),
+            )
+            conn.execute(_SAVE_ANSWER, values)
+
+    def answer(
+        self, notebook_id: str, answer_id: str, offset: int = 0, limit: int | None = None
+    ) -> Answer | None:
+        with self._statement() as conn:
+            row = conn.execute(
+                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? AND answer_id = ?",
+                (notebook_id, answer_id),
+            ).fetchone()
+        return None if row is None else answer_from_row(row, offset, limit)
+
+    def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
+        with self._statement() as conn:
+            rows = conn.execute(
+                f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? ORDER BY answer_id",
+                (notebook_id,),
+            ).fetchall()
+        return [tuple(row) for row in rows]
