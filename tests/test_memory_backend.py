@@ -233,3 +233,57 @@ def test_a_host_runs_on_the_in_memory_backend() -> None:
     )
     assert again.call_tool(token, "read", {"name": "lead:survey"})["text"] == "methods"
     assert host.forget(owner, notebook.id)["removed"] == {"answers": 1, "records": 1, "log": 1}
+
+
+class CountingStore(InMemoryStore):
+    """An in-memory store that counts reads of a notebook's row outside a write."""
+
+    def __init__(self, database: InMemoryDatabase) -> None:
+        super().__init__(database)
+        self.notebook_reads = 0
+
+    def notebook(self, notebook_id: str) -> Any:
+        self.notebook_reads += 1
+        return super().notebook(notebook_id)
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        (
+            "remember",
+            {
+                "based_on": 1,
+                "request_id": "r-2",
+                "changes": [{"op": "add", "record": {"name": "lead:b", "text": "b"}}],
+            },
+        ),
+        ("query", {"question": "current_notes"}),
+        ("explain", {"row": 0}),
+    ],
+)
+def test_a_tool_call_reads_its_notebook_once(tool: str, arguments: dict[str, Any]) -> None:
+    # The host reads the notebook to recheck the caller's access and hands it to the tool; a
+    # write's transaction reads it again under its lock, and that read decides.
+    database = InMemoryDatabase()
+    memory = CountingStore(database)
+    host = Host(
+        memory, InMemoryKnowledgeStore(database), InMemoryHostRegistry(database), clock=FakeClock()
+    )
+    owner = host.owner(host.create_owner_token("ann"))
+    host.register_document(owner, "reef.pdf")
+    notebook, _ = host.open_notebook(owner, "reef.pdf", "run-1")
+    token = host.agent_token(notebook.id)
+    first = {
+        "based_on": 0,
+        "request_id": "r-1",
+        "changes": [{"op": "add", "record": {"name": "lead:a", "text": "a"}}],
+    }
+    assert host.call_tool(token, "remember", first)["status"] == "applied"
+    if tool == "explain":
+        answer = host.call_tool(token, "query", {"question": "current_notes"})
+        arguments = {**arguments, "token": answer["token"]}
+    memory.notebook_reads = 0
+    result = host.call_tool(token, tool, arguments)
+    assert "error" not in result, result
+    assert memory.notebook_reads == 1

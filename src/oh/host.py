@@ -303,7 +303,7 @@ class Host:
         # The owner must still own the document: a removed document closes its notebooks.
         if self.registry.document_owner(notebook.document) != notebook.owner:
             raise Forbidden("the notebook's owner no longer has access to its document")
-        return Caller(notebook.id, f"agent:{notebook.id}", f"agent:{notebook.run}")
+        return Caller(notebook.id, f"agent:{notebook.id}", f"agent:{notebook.run}", notebook)
 
     # -- documents ------------------------------------------------------------------------
 

@@ -52,6 +52,9 @@ class Caller:
     notebook_id: str
     principal: str  # the agent credential's identity; tokens are bound to it
     author: str  # stamped on every write, e.g. ``agent:<run>``
+    # The notebook as the host read it to authenticate this very call, so the tool need not
+    # read it again; None makes the tool read it. A caller therefore lives for one call.
+    notebook: Notebook | None = None
 
 
 class RecallService(Protocol):
@@ -120,7 +123,9 @@ class Tools:
             return StorageUnavailable(f"internal error: {type(exc).__name__}").to_json()
 
     def _open_notebook(self, caller: Caller) -> Notebook:
-        notebook = self.memory.notebook(caller.notebook_id)
+        """The caller's notebook, refused unless it is open; an advisory check for the write
+        tools (their transaction decides) and the check for the ones that only read."""
+        notebook = caller.notebook or self.memory.notebook(caller.notebook_id)
         check_writable(notebook.id, notebook.state, notebook.forgets_at, self.clock())
         return notebook
 
