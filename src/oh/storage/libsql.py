@@ -29,12 +29,10 @@ from oh.core.changes import (
     LoggedChange,
     Refused,
     RememberResult,
-    fold,
-    genesis_hash,
 )
 from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
-from oh.core.notebook import Notebook, check_not_closed
+from oh.core.notebook import check_not_closed
 from oh.core.records import StoredRecord, kind_of
 from oh.core.seals import closed_seal, row_seal, vector_seal
 from oh.errors import (
@@ -402,20 +400,6 @@ def _closed(seal: Any, state: str, purged_at: str) -> str | None:
     return None if type(seal) is not str else closed_seal(seal, state, purged_at)
 
 
-def _import_seal(notebook: Notebook, state: str) -> str:
-    return row_seal(
-        notebook.id,
-        notebook.owner,
-        notebook.document,
-        notebook.run,
-        state,
-        notebook.started_at,
-        notebook.forgets_at,
-        notebook.pinned_revision,
-        notebook.purged_at,
-    )
-
-
 def _known_heads(store: object) -> dict[str, tuple[int, str]]:
     """The ``(version, head hash)`` of each notebook as this store last read or wrote it.
 
@@ -658,6 +642,21 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
     def _insert_records(conn: Any, notebook_id: str, records: Sequence[StoredRecord]) -> None:
         _insert_records(conn, notebook_id, records)
 
+    @staticmethod
+    def _log_entry(conn: Any, notebook_id: str, entry: LogEntry) -> None:
+        conn.execute(
+            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author, written_at,"
+            " prev_hash, hash, changes, op, name, content, digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                notebook_id,
+                *entry[1:6],
+                entry.prev_hash,
+                entry.hash,
+                *_change_columns(entry.changes),
+            ),
+        )
+
     # -- notebooks ------------------------------------------------------------------------
 
     # -- writes ---------------------------------------------------------------------------
@@ -889,63 +888,6 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         ]
 
     # -- export and import (SPEC §9) ------------------------------------------------------
-
-    def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
-        """Recreate an exported notebook exactly, in one ``BEGIN IMMEDIATE`` transaction: its
-        row, its log entries as they were and its current records folded from them.
-        ``already_exists`` if its id or run is taken. The caller checks the chain."""
-        live = notebook.state in ("open", "expired")
-        with self._write() as conn:
-            conn.execute(
-                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
-                " forgets_at, version, pinned_revision, head_hash, purged_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)",
-                (
-                    notebook.id,
-                    notebook.owner,
-                    notebook.document,
-                    notebook.run,
-                    "open" if live else notebook.state,
-                    notebook.started_at,
-                    notebook.forgets_at,
-                    notebook.pinned_revision,
-                    genesis_hash(notebook.id),
-                ),
-            )
-            state: dict[str, StoredRecord] = {}
-            for entry in entries:
-                conn.execute(
-                    "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
-                    " written_at, prev_hash, hash, changes, op, name, content, digest)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        notebook.id,
-                        entry.version,
-                        entry.request_id,
-                        entry.fingerprint,
-                        entry.author,
-                        entry.written_at,
-                        entry.prev_hash,
-                        entry.hash,
-                        *_change_columns(entry.changes),
-                    ),
-                )
-                fold(state, entry)
-            _insert_records(conn, notebook.id, list(state.values()))
-            final = "open" if live else notebook.state  # ``expired`` is computed, not stored
-            conn.execute(
-                "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?,"
-                " seal = ? WHERE id = ?",
-                (
-                    notebook.version,
-                    notebook.head_hash,
-                    final,
-                    notebook.purged_at,
-                    _import_seal(notebook, final),
-                    notebook.id,
-                ),
-            )
-            return self._notebook(conn, notebook.id)
 
 
 # -- the purge credential ----------------------------------------------------------------------

@@ -32,12 +32,10 @@ from oh.core.changes import (
     LoggedChange,
     Refused,
     RememberResult,
-    fold,
-    genesis_hash,
 )
 from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
-from oh.core.notebook import Notebook, check_not_closed
+from oh.core.notebook import check_not_closed
 from oh.core.records import StoredRecord, kind_of
 from oh.core.seals import row_seal
 from oh.errors import (
@@ -51,10 +49,6 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.storage.base import RecordCheck, VectorRow
-from oh.storage.rows import (
-    NOTEBOOK_COLUMNS,
-    notebook_from_row,
-)
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
 
@@ -414,7 +408,7 @@ _RECORD_CHECKS = (
     " SELECT 1 FROM log_changes AS c WHERE c.notebook_id = r.notebook_id"
     " AND c.version = r.version AND c.name = r.name AND c.op IN ('add', 'replace')"
     " AND c.content = r.content)"
-    " FROM records AS r WHERE r.notebook_id = %s {after} ORDER BY r.name LIMIT %s"
+    " FROM records AS r WHERE r.notebook_id = ? {after} ORDER BY r.name LIMIT ?"
 )
 
 
@@ -461,22 +455,22 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             author=author,
             now=now,
         )
-        with self._transaction() as conn:
+        with self._write() as conn:
             # The row lock is its own statement, first: in READ COMMITTED each later statement
             # takes a fresh snapshot, so the two reads after it see everything the previous
             # holder of the lock wrote. The three are sent together (one round trip), and so
             # are the writes and the commit.
             locked = conn.execute(
                 "SELECT state, forgets_at, version, head_hash FROM notebooks"
-                " WHERE id = %s FOR UPDATE",
+                " WHERE id = ? FOR UPDATE",
                 (notebook_id,),
             )
             used = conn.execute(
-                "SELECT version, fingerprint FROM log WHERE notebook_id = %s AND request_id = %s",
+                "SELECT version, fingerprint FROM log WHERE notebook_id = ? AND request_id = ?",
                 (notebook_id, request_id),
             )
             present = conn.execute(
-                "SELECT name FROM records WHERE notebook_id = %s AND name = ANY(%s)",
+                "SELECT name FROM records WHERE notebook_id = ? AND name = ANY(?)",
                 (notebook_id, call.names),
             )
             row = locked.fetchone()
@@ -490,10 +484,10 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             )
             match decide(call, seen):
                 case Write(entry, result):
-                    self._append(conn, notebook_id, entry)
+                    self._log_entry(conn, notebook_id, entry)
                     self._apply_current(conn, notebook_id, entry)
                     conn.execute(
-                        "UPDATE notebooks SET version = %s, head_hash = %s WHERE id = %s",
+                        "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
                         (entry.version, entry.hash, notebook_id),
                     )
                     return result
@@ -503,10 +497,10 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                     return refused
 
     @staticmethod
-    def _append(conn: psycopg.Connection[Any], notebook_id: str, entry: LogEntry) -> None:
+    def _log_entry(conn: Connection, notebook_id: str, entry: LogEntry) -> None:
         conn.execute(
             "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
-            " written_at, prev_hash, hash) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 notebook_id,
                 entry.version,
@@ -518,18 +512,17 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                 entry.hash,
             ),
         )
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (notebook_id, entry.version, seq, c.op, c.name, c.content, c.digest)
-                    for seq, c in enumerate(entry.changes)
-                ],
-            )
+        conn.executemany(
+            "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (notebook_id, entry.version, seq, c.op, c.name, c.content, c.digest)
+                for seq, c in enumerate(entry.changes)
+            ],
+        )
 
     @staticmethod
-    def _apply_current(conn: psycopg.Connection[Any], notebook_id: str, entry: LogEntry) -> None:
+    def _apply_current(conn: Connection, notebook_id: str, entry: LogEntry) -> None:
         """Apply ``entry``'s changes to the current records (removes, then upserts)."""
         removals = [c.name for c in entry.changes if c.op == "remove"]
         upserts = [
@@ -548,20 +541,19 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         ]
         if removals:
             conn.execute(
-                "DELETE FROM records WHERE notebook_id = %s AND name = ANY(%s)",
+                "DELETE FROM records WHERE notebook_id = ? AND name = ANY(?)",
                 (notebook_id, removals),
             )
         if upserts:
-            with conn.cursor() as cur:
-                cur.executemany(
-                    "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
-                    " written_at, version) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
-                    " ON CONFLICT (notebook_id, name) DO UPDATE SET kind = EXCLUDED.kind,"
-                    " content = EXCLUDED.content, digest = EXCLUDED.digest,"
-                    " author = EXCLUDED.author, written_at = EXCLUDED.written_at,"
-                    " version = EXCLUDED.version",
-                    upserts,
-                )
+            conn.executemany(
+                "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
+                " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (notebook_id, name) DO UPDATE SET kind = EXCLUDED.kind,"
+                " content = EXCLUDED.content, digest = EXCLUDED.digest,"
+                " author = EXCLUDED.author, written_at = EXCLUDED.written_at,"
+                " version = EXCLUDED.version",
+                upserts,
+            )
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
         """Delete a notebook's content at once, leave its tombstone; return what was removed.
@@ -594,7 +586,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         tables while it runs: schedule it (``full_compaction=False`` makes it a plain
         ``VACUUM``). False if the role may not do the WAL step (``pg_checkpoint``).
         """
-        with self._transaction() as conn:
+        with self._write() as conn:
             tables = [r[0] for r in conn.execute("SELECT name FROM content_tables ORDER BY 1")]
         return self._vacuum(tables, full=self.full_compaction)
 
@@ -605,9 +597,9 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         # with the change its entry logged for that name.
         last: str | None = None
         while True:
-            with self._transaction() as conn:
+            with self._write() as conn:
                 rows = conn.execute(
-                    _RECORD_CHECKS.format(after="" if last is None else "AND r.name > %s"),
+                    _RECORD_CHECKS.format(after="" if last is None else "AND r.name > ?"),
                     (notebook_id, page) if last is None else (notebook_id, last, page),
                 ).fetchall()
             for row in rows:
@@ -622,25 +614,23 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     def reviewed_vector_rows(self) -> Iterator[VectorRow]:
         return iter(())
 
-    def _entry(self, conn: psycopg.Connection[Any], notebook_id: str, version: int) -> LogEntry:
+    def _entry(self, conn: Connection, notebook_id: str, version: int) -> LogEntry:
         entries = self._entries(conn, notebook_id, version, version)
         if not entries:
             raise IntegrityError(f"log entry {version} of {notebook_id} is missing")
         return entries[0]
 
     @staticmethod
-    def _entries(
-        conn: psycopg.Connection[Any], notebook_id: str, first: int, last: int
-    ) -> list[LogEntry]:
+    def _entries(conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
         heads = conn.execute(
             "SELECT version, request_id, fingerprint, author, written_at, prev_hash, hash"
-            " FROM log WHERE notebook_id = %s AND version BETWEEN %s AND %s ORDER BY version",
+            " FROM log WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
             (notebook_id, first, last),
         ).fetchall()
         grouped: dict[int, list[LoggedChange]] = {}
         for version, op, name, content, digest in conn.execute(
             "SELECT version, op, name, content, digest FROM log_changes"
-            " WHERE notebook_id = %s AND version BETWEEN %s AND %s ORDER BY version, seq",
+            " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version, seq",
             (notebook_id, first, last),
         ):
             grouped.setdefault(version, []).append(LoggedChange(op, name, content, digest))
@@ -662,10 +652,10 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     def log(self, notebook_id: str, *, batch: int = 5000) -> Iterator[LogEntry]:
         first = 1
         while True:
-            with self._snapshot() as conn:
+            with self._read() as conn:
                 entries = self._entries(conn, notebook_id, first, first + batch - 1)
                 row = conn.execute(
-                    "SELECT max(version) FROM log WHERE notebook_id = %s", (notebook_id,)
+                    "SELECT max(version) FROM log WHERE notebook_id = ?", (notebook_id,)
                 ).fetchone()
             yield from entries
             last = None if row is None else row[0]
@@ -684,61 +674,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                 (notebook_id, version),
             ).fetchall()
         return current, [(name, digest, content) for name, digest, content in rows]
-
-    # -- import ---------------------------------------------------------------------------
-
-    def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
-        """Recreate an exported notebook exactly: its row, its log entries as they were, and
-        its current records folded from them, in one transaction. ``already_exists`` if its
-        id or run is taken. The caller checks the chain; ``entries`` may be a stream."""
-        with self._transaction() as conn:
-            conn.execute(
-                "INSERT INTO notebooks (id, owner, document, run, state, started_at,"
-                " forgets_at, version, pinned_revision, head_hash, purged_at)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, 0, %s, %s, NULL)",
-                (
-                    notebook.id,
-                    notebook.owner,
-                    notebook.document,
-                    notebook.run,
-                    "open" if notebook.state in ("open", "expired") else notebook.state,
-                    notebook.started_at,
-                    notebook.forgets_at,
-                    notebook.pinned_revision,
-                    genesis_hash(notebook.id),
-                ),
-            )
-            state: dict[str, StoredRecord] = {}
-            for entry in entries:
-                self._append(conn, notebook.id, entry)
-                fold(state, entry)
-            self._insert_records(QmarkConnection(conn), notebook.id, list(state.values()))
-            final = "open" if notebook.state == "expired" else notebook.state  # never stored
-            seal = row_seal(
-                notebook.id,
-                notebook.owner,
-                notebook.document,
-                notebook.run,
-                final,
-                notebook.started_at,
-                notebook.forgets_at,
-                notebook.pinned_revision,
-                notebook.purged_at,
-            )
-            row = conn.execute(
-                "UPDATE notebooks SET version = %s, head_hash = %s, state = %s, purged_at = %s,"
-                f" seal = %s WHERE id = %s RETURNING {NOTEBOOK_COLUMNS}",
-                (
-                    notebook.version,
-                    notebook.head_hash,
-                    final,
-                    notebook.purged_at,
-                    seal,
-                    notebook.id,
-                ),
-            ).fetchone()
-        assert row is not None
-        return notebook_from_row(row)
 
     @staticmethod
     def _insert_records(

@@ -10,7 +10,7 @@ and never names a numbered parameter (``?1``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from functools import lru_cache
 from typing import Any, Protocol
@@ -27,6 +27,10 @@ class Cursor(Protocol):
     def fetchone(self) -> Any: ...
 
     def fetchall(self) -> Sequence[Any]: ...
+
+    def fetchmany(self, size: int) -> Sequence[Any]: ...
+
+    def __iter__(self) -> Iterator[Any]: ...
 
 
 class Connection(Protocol):

@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from oh.core.answers import Answer
-from oh.core.changes import genesis_hash
+from oh.core.changes import LogEntry, fold, genesis_hash
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord
-from oh.core.seals import notebook_seal, opened_seal
+from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import NotFound
 from oh.storage.rows import (
     ANSWER_COLUMNS,
@@ -46,6 +46,10 @@ _READ_RECORD = (
     " r.content, r.digest, r.author, r.written_at, r.version FROM notebooks AS n"
     " LEFT JOIN records AS r ON r.notebook_id = n.id AND r.name = ? WHERE n.id = ?"
 )
+_IMPORT_NOTEBOOK = (
+    "INSERT INTO notebooks (id, owner, document, run, state, started_at, forgets_at, version,"
+    " pinned_revision, head_hash, purged_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)"
+)
 _SAVE_ANSWER = (
     insert("answers", ANSWER_COLUMNS, "?") + " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
     " SET expires_at = CASE WHEN excluded.expires_at > answers.expires_at"
@@ -67,6 +71,10 @@ class SqlMemoryBackend(SqlDatabase, Protocol):
         self, conn: Connection, notebook_id: str, records: Sequence[StoredRecord]
     ) -> None:
         """Insert current records in bulk, inside the caller's write transaction."""
+
+    def _log_entry(self, conn: Connection, notebook_id: str, entry: LogEntry) -> None:
+        """Write one log entry of ``notebook_id`` as it is (hash included) in the backend's log
+        layout, inside the caller's write transaction; the current records are the caller's."""
 
 
 class SqlMemoryStore(SqlMemoryBackend):
@@ -153,7 +161,7 @@ class SqlMemoryStore(SqlMemoryBackend):
         # whole notebook never sit in memory beside the records (and it is faster, too).
         records: list[StoredRecord] = []
         with self._read() as conn:
-            cursor: Any = conn.execute(
+            cursor = conn.execute(
                 f"SELECT {RECORD_COLUMNS} FROM records WHERE notebook_id = ? ORDER BY name",
                 (notebook_id,),
             )
@@ -198,6 +206,32 @@ class SqlMemoryStore(SqlMemoryBackend):
         with self._write() as conn:
             conn.execute("DELETE FROM records WHERE notebook_id = ?", (notebook_id,))
             self._insert_records(conn, notebook_id, rows)
+
+    # -- import ---------------------------------------------------------------------------
+
+    def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
+        """Recreate an exported notebook exactly, in one write transaction: its row, its log
+        entries as they were and its current records folded from them. ``already_exists`` if
+        its id or run is taken. The caller checks the chain; ``entries`` may be a stream."""
+        # ``expired`` is computed from the forget time, never stored.
+        stored = "open" if notebook.state in ("open", "expired") else notebook.state
+        identity = (notebook.id, notebook.owner, notebook.document, notebook.run, stored)
+        times = (notebook.started_at, notebook.forgets_at, notebook.pinned_revision)
+        with self._write() as conn:
+            conn.execute(_IMPORT_NOTEBOOK, (*identity, *times, genesis_hash(notebook.id)))
+            state: dict[str, StoredRecord] = {}
+            for entry in entries:
+                self._log_entry(conn, notebook.id, entry)
+                fold(state, entry)
+            self._insert_records(conn, notebook.id, list(state.values()))
+            seal = row_seal(*identity, *times, notebook.purged_at)
+            head = (notebook.version, notebook.head_hash, stored, notebook.purged_at, seal)
+            row = conn.execute(
+                "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?,"
+                f" seal = ? WHERE id = ? RETURNING {NOTEBOOK_COLUMNS}",
+                (*head, notebook.id),
+            ).fetchone()
+        return notebook_from_row(row)
 
     # -- kept answers ---------------------------------------------------------------------
 
