@@ -267,6 +267,13 @@ CALLS: list[tuple[str, bytes]] = [
         + b",".join(b'{"op": "remove", "name": "note:x%d"}' % i for i in range(65))
         + b"]}",
     ),
+    # A body nests at most 64 levels on every transport, counted from the arguments (over MCP
+    # the JSON-RPC envelope around them does not count). The MCP SDK's own parser stops near 200
+    # levels, so a limit at the reader is what keeps the three alike.
+    ("query", b'{"question": "current_notes", "x": ' + b"[" * 63 + b"]" * 63 + b"}"),
+    ("query", b'{"question": "current_notes", "x": ' + b"[" * 64 + b"]" * 64 + b"}"),
+    ("query", b'{"fields": ' + b"[" * 250 + b"]" * 250 + b"}"),
+    ("query", b'{"question": "current_notes", "x": "' + b"[" * 500 + b'"}'),
 ]
 
 
@@ -319,7 +326,12 @@ def test_the_same_bytes_mean_the_same_over_http_mcp_and_the_library(served: Serv
         "ok",
         "invalid_argument",
         "too_many_changes",
+        *["invalid_argument"] * 4,
     ]
+    assert "nested" not in http[-4]["error"]["message"]  # 64 levels: refused for the unknown key
+    assert http[-3]["error"]["message"] == "request body: nested deeper than 64 levels"
+    assert http[-2]["error"]["message"] == "request body: nested deeper than 64 levels"
+    assert "nested" not in http[-1]["error"]["message"]  # brackets in a string are text
     # 2.0 is the number 2: results carry JSON integers, and the retry spelled 0 is identical.
     assert http[0] == http[1]
     assert type(http[0]["version"]) is int

@@ -22,10 +22,13 @@ from hypothesis import strategies as st
 
 from oh.core.canonical import (
     MAX_DEPTH,
+    MAX_INPUT_DEPTH,
     MAX_SAFE_INTEGER,
     canonical_bytes,
     canonical_text,
     check_json,
+    nested_deeper_than,
+    parse_input,
     parse_json,
     sha256_hex,
 )
@@ -497,3 +500,41 @@ def test_any_text_is_parsed_or_refused_as_invalid_argument(text: str | bytes) ->
         check_json(value)
         return
     assert refusal.code == "invalid_argument"
+
+
+# -- the reader of request bodies ---------------------------------------------------------------
+
+
+def _lists(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_a_body_nests_at_most_64_levels() -> None:
+    assert parse_input(_lists(MAX_INPUT_DEPTH)) is not None
+    assert parse_input('{"a": ' + _lists(MAX_INPUT_DEPTH - 1) + "}")["a"] is not None
+    for text in (_lists(MAX_INPUT_DEPTH + 1), '{"a": ' + _lists(MAX_INPUT_DEPTH) + "}"):
+        with pytest.raises(InvalidArgument, match="nested deeper than 64 levels"):
+            parse_input(text)
+
+
+def test_brackets_in_strings_are_not_nesting() -> None:
+    assert parse_input(json.dumps({"a": "[{" * 5000})) == {"a": "[{" * 5000}
+
+
+def test_an_envelope_around_the_body_does_not_count() -> None:
+    message = '{"params": {"arguments": ' + _lists(MAX_INPUT_DEPTH) + "}}"
+    assert parse_input(message, envelope=2)["params"]["arguments"] is not None
+    with pytest.raises(InvalidArgument, match="nested deeper than 64 levels"):
+        parse_input(message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.recursive(st.none(), lambda inner: st.lists(inner, max_size=3), max_leaves=80))
+def test_nesting_is_measured_exactly(value: Any) -> None:
+    def depth(item: Any) -> int:
+        return 1 + max(map(depth, item), default=0) if isinstance(item, list) else 0
+
+    for limit in range(12):
+        assert nested_deeper_than(value, limit) == (depth(value) > limit) or not isinstance(
+            value, list
+        )

@@ -46,7 +46,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from oh._version import __version__
-from oh.core.canonical import parse_input
+from oh.core.canonical import MAX_INPUT_DEPTH, nested_deeper_than, parse_input
 from oh.errors import InvalidArgument, NotFound, StorageUnavailable
 from oh.host import Host
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
@@ -169,14 +169,19 @@ def screen(raw: bytes) -> bytes:
     with a JSON-RPC error.
     """
     try:
-        message = parse_input(raw, "request body")
+        # The arguments sit two levels into a message (three in a batch): the body limit
+        # counts from them, as it counts from an HTTP body.
+        message = parse_input(raw, "request body", envelope=3)
+        for item in message if isinstance(message, list) else [message]:
+            _without_verdict(item)
+            params = item.get("params") if isinstance(item, dict) else None
+            arguments = params.get("arguments") if isinstance(params, dict) else None
+            if isinstance(arguments, dict | list) and nested_deeper_than(
+                arguments, MAX_INPUT_DEPTH
+            ):
+                raise InvalidArgument(f"request body: nested deeper than {MAX_INPUT_DEPTH} levels")
     except InvalidArgument as exc:
         return _refused(raw, exc.message)
-    if isinstance(message, list):
-        for item in message:
-            _without_verdict(item)
-    else:
-        _without_verdict(message)
     return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 

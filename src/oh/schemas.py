@@ -109,6 +109,7 @@ RELATIONAL_RULES = (
     "a record's fields are at most 16,384 bytes as canonical JSON",
     "a record's fields nest at most 32 levels, counted from the record",
     "a token or cursor is one this host signed, for this notebook and caller, not expired",
+    "a request body nests at most 64 levels of arrays and objects",
 )
 
 RECORD = {

@@ -14,7 +14,9 @@ Input (a request body, a tool's arguments) is read by one rule on every transpor
 a number by value, as RFC 8785 and JSON Schema treat it: ``2``, ``2.0`` and ``2e0`` are the
 integer 2. A number whose value is an integer must lie within ±(2^53−1), the integers every JSON
 reader keeps exactly, so no integer is ever read as another; any other finite number is an IEEE
-754 double. Duplicate object keys, NaN and Infinity are refused.
+754 double. Duplicate object keys, NaN and Infinity are refused. A request body nests at most
+``MAX_INPUT_DEPTH`` (64) levels of arrays and objects, whichever transport carries it (over MCP
+the limit counts from the tool call's arguments, not from the JSON-RPC envelope around them).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from oh.errors import InvalidArgument
 __all__ = [
     "CANONICAL_STRING",
     "MAX_DEPTH",
+    "MAX_INPUT_DEPTH",
     "MAX_SAFE_INTEGER",
     "canonical_bytes",
     "canonical_string",
@@ -39,6 +42,7 @@ __all__ = [
     "check_json",
     "input_value",
     "load_canonical",
+    "nested_deeper_than",
     "parse_input",
     "parse_json",
     "sha256_hex",
@@ -46,6 +50,11 @@ __all__ = [
 
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_DEPTH = 32
+# How deep a request body may nest: far above any valid call (a record's ``fields`` sit four
+# levels down and nest at most ``MAX_DEPTH``), and far below what any JSON parser on the way
+# refuses (the MCP SDK's parser stops at about 200 levels), so every transport reads one body
+# alike.
+MAX_INPUT_DEPTH = 64
 
 _fast_encoder = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":")
@@ -217,14 +226,31 @@ def _input_float(text: str) -> int | float:
 _plain_encoder = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
-def parse_input(text: str | bytes, where: str = "request body") -> Any:
+def nested_deeper_than(value: Any, limit: int) -> bool:
+    """Whether arrays and objects in ``value`` nest more than ``limit`` levels (``[]`` is one)."""
+    if type(value) is not dict and type(value) is not list:
+        return limit < 0
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > limit:
+            return True
+        for child in item.values() if type(item) is dict else item:
+            if type(child) is dict or type(child) is list:
+                pending.append((child, depth + 1))
+    return False
+
+
+def parse_input(text: str | bytes, where: str = "request body", *, envelope: int = 0) -> Any:
     """Parse JSON that arrives from outside: duplicate keys, NaN, Infinity and lone surrogates
-    refused, and numbers read by the rule of this module's docstring (an integral value is an
-    int; outside ±(2^53-1) it is refused).
+    refused, numbers read by the rule of this module's docstring (an integral value is an int;
+    outside ±(2^53-1) it is refused), and nesting deeper than ``MAX_INPUT_DEPTH`` refused, not
+    counting ``envelope`` levels around the body (a transport's message; the transport checks
+    the body inside it with ``nested_deeper_than``).
 
     Bytes must be UTF-8. Every transport reads a body with this function, so one body means one
-    thing over HTTP, MCP and stdio. Nesting is not limited here but where a value is used (a
-    record's ``fields``), so a body and a library caller's value meet the same limit.
+    thing over HTTP, MCP and stdio. (Values a library caller builds meet the limits where they
+    are used, as a record's ``fields``.)
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -246,6 +272,10 @@ def parse_input(text: str | bytes, where: str = "request body") -> Any:
         raise InvalidArgument(f"{where}: a string holds a lone surrogate") from None
     except (ValueError, RecursionError) as exc:
         raise InvalidArgument(f"{where} is not valid JSON: {exc}") from None
+    # Brackets in strings count too: this only spares the walk to bodies that cannot nest deep.
+    limit = MAX_INPUT_DEPTH + envelope
+    if text.count("[") + text.count("{") > limit and nested_deeper_than(value, limit):
+        raise InvalidArgument(f"{where}: nested deeper than {MAX_INPUT_DEPTH} levels")
     return value
 
 
