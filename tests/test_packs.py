@@ -1050,6 +1050,7 @@ def test_an_install_commits_only_against_the_packs_it_planned_with(
     }
     assert store.install_pack("ann", expected={"research": "0" * 64}, **arguments) is None
     assert store.latest_revision("ann") == 0 and store.pack_history("ann") == []
+    assert store.owners() == []  # not even the knowledge-base row the install locked
     installed = store.install_pack("ann", expected={}, **arguments)
     assert installed is not None and installed.revision == 1
     assert store.install_pack("ann", expected={}, **arguments) is None

@@ -1,0 +1,368 @@
+"""Reviewed knowledge on a SQL database, written once for the embedded and PostgreSQL backends.
+
+Reviewed versions and revisions are append-only (the databases' triggers refuse updates and
+deletes); a proposal is decided once (a trigger refuses changing a decided proposal). Revisions
+are hash-chained per owner like the notebook log.
+
+Every change is one ``_write`` transaction (``oh.storage.sql``). On libSQL that is ``BEGIN
+IMMEDIATE``: one writer at a time, so nothing changes between one statement and the next. On
+PostgreSQL it is READ COMMITTED on many servers at once, so a change locks what it decides on:
+deciding a proposal locks the proposal's row, then the owner's knowledge-base row, in that
+order (a rejection takes only the first, a pack install only the second). Two servers deciding
+at once take turns and never deadlock, each revision number is made once, and a proposal is
+decided once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from oh.core.canonical import canonical_text
+from oh.core.records import Record
+from oh.core.reviewed import (
+    Decision,
+    Proposal,
+    ReviewedRecord,
+    Revision,
+    accepted_version,
+    knowledge_genesis,
+    pack_revision,
+)
+from oh.errors import AlreadyExists, NotFound, StorageUnavailable
+from oh.storage.base import PackInstall
+from oh.storage.rows import (
+    PACK_COLUMNS,
+    PROPOSAL_COLUMNS,
+    REVIEWED_COLUMNS,
+    REVISION_COLUMNS,
+    insert,
+    pack_values,
+    proposal_from_row,
+    proposal_values,
+    reviewed_from_row,
+    reviewed_values,
+    revision_values,
+)
+from oh.storage.sql import Connection, SqlDatabase
+
+__all__ = ["SqlKnowledgeStore"]
+
+_INSERT_PROPOSAL = insert("proposals", PROPOSAL_COLUMNS, "?")
+_INSERT_REVISION = insert("revisions", REVISION_COLUMNS, "?")
+_INSERT_REVIEWED = insert("reviewed", f"owner, {REVIEWED_COLUMNS}", "?")
+_INSERT_PACK = insert("packs", PACK_COLUMNS, "?")
+_ADD_PROPOSAL = (
+    _INSERT_PROPOSAL + " ON CONFLICT (owner, name) WHERE state = 'pending' DO NOTHING RETURNING id"
+)
+
+
+def _check_pending(proposal: Proposal) -> None:
+    if proposal.state != "pending":
+        raise AlreadyExists(
+            f"proposal {proposal.id} was already decided ({proposal.state})",
+            proposal_id=proposal.id,
+        )
+
+
+class SqlKnowledgeStore(SqlDatabase):
+    """``KnowledgeStore`` on a ``SqlDatabase``. A backend's class names its database class
+    first, so that the database's transactions are the ones the statements here run in."""
+
+    # What is in view at a revision: of each name in {table} (reviewed versions or pack
+    # installs) of owner ?, the row with the largest revision (at most ?, where {upto} says
+    # so), by name. A backend whose database reads it faster another way writes its own.
+    LATEST_PER_NAME = (
+        "SELECT {columns} FROM {table} AS t WHERE owner = ? AND revision = (SELECT max(revision)"
+        " FROM {table} WHERE owner = t.owner AND name = t.name{upto}) ORDER BY name"
+    )
+
+    def _in_view(
+        self, table: str, columns: str, owner: str, revision: int | None
+    ) -> tuple[str, tuple[Any, ...]]:
+        """``LATEST_PER_NAME`` and its parameters, at ``revision`` (None: the latest)."""
+        upto, params = (
+            ("", (owner,)) if revision is None else (" AND revision <= ?", (owner, revision))
+        )
+        return self.LATEST_PER_NAME.format(table=table, columns=columns, upto=upto), params
+
+    # -- KnowledgeSource ------------------------------------------------------------------
+
+    def latest_revision(self, owner: str) -> int:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT revision FROM knowledge_bases WHERE owner = ?", (owner,)
+            ).fetchone()
+        return 0 if row is None else int(row[0])
+
+    @staticmethod
+    def _check_revision(conn: Connection, owner: str, revision: int) -> None:
+        row = conn.execute(
+            "SELECT revision FROM knowledge_bases WHERE owner = ?", (owner,)
+        ).fetchone()
+        latest = 0 if row is None else row[0]
+        if not 0 <= revision <= latest:
+            raise NotFound(f"no revision {revision}; the latest is {latest}", latest=latest)
+
+    def records_at(self, owner: str, revision: int) -> list[ReviewedRecord]:
+        with self._read() as conn:
+            self._check_revision(conn, owner, revision)
+            rows = conn.execute(
+                *self._in_view("reviewed", REVIEWED_COLUMNS, owner, revision)
+            ).fetchall()
+        return [reviewed_from_row(row) for row in rows]
+
+    def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None:
+        with self._read() as conn:
+            self._check_revision(conn, owner, revision)
+            row = conn.execute(
+                f"SELECT {REVIEWED_COLUMNS} FROM reviewed"
+                " WHERE owner = ? AND name = ? AND revision <= ?"
+                " ORDER BY revision DESC LIMIT 1",
+                (owner, name, revision),
+            ).fetchone()
+        return None if row is None else reviewed_from_row(row)
+
+    # -- proposals and decisions ----------------------------------------------------------
+
+    def add_proposal(self, proposal: Proposal) -> Proposal:
+        row = proposal_values(proposal, pending=True)
+        # The partial unique index (one pending proposal per owner and name) decides, and a new
+        # name, the usual call, is one statement: the insert does nothing if the name has a
+        # pending proposal, and that one is read instead. On libSQL no other writer can run in
+        # between, so it is there to read. On PostgreSQL the insert waits for a concurrent
+        # proposer's commit, then does nothing, and the read sees the winner's proposal;
+        # should that be decided in between, there is room again: retry.
+        for _ in range(8):
+            with self._write() as conn:
+                if conn.execute(_ADD_PROPOSAL, row).fetchall():
+                    return proposal
+                pending = self._pending(conn, proposal.owner, proposal.name)
+            if pending is not None:
+                return pending
+        raise StorageUnavailable(f"proposals for {proposal.name} kept changing; retry")
+
+    @staticmethod
+    def _pending(conn: Connection, owner: str, name: str) -> Proposal | None:
+        row = conn.execute(
+            f"SELECT {PROPOSAL_COLUMNS} FROM proposals"
+            " WHERE owner = ? AND name = ? AND state = 'pending'",
+            (owner, name),
+        ).fetchone()
+        return None if row is None else proposal_from_row(row)
+
+    def pending_proposal(self, owner: str, name: str) -> Proposal | None:
+        with self._read() as conn:
+            return self._pending(conn, owner, name)
+
+    def _proposal(self, conn: Connection, proposal_id: str, lock: bool = False) -> Proposal:
+        row = conn.execute(
+            f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE id = ?"
+            + (self.FOR_UPDATE if lock else ""),
+            (proposal_id,),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no proposal {proposal_id}")
+        return proposal_from_row(row)
+
+    def proposal(self, proposal_id: str) -> Proposal:
+        with self._read() as conn:
+            return self._proposal(conn, proposal_id)
+
+    def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
+        sql = f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE owner = ?"
+        params: tuple[Any, ...] = (owner,)
+        if state is not None:
+            sql += " AND state = ?"
+            params += (state,)
+        with self._read() as conn:
+            rows = conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
+        return [proposal_from_row(row) for row in rows]
+
+    def _lock_knowledge_base(self, conn: Connection, owner: str) -> tuple[int, str]:
+        """Lock ``owner``'s knowledge-base row (made at revision 0 if it has none) and return
+        its revision and head: the owner's one lock, so installs and decisions queue."""
+        lock = "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?" + self.FOR_UPDATE
+        row = conn.execute(lock, (owner,)).fetchone()
+        if row is None:
+            # On PostgreSQL an owner's first two writers both get here: the second one's insert
+            # waits for the first one's commit, then does nothing, and it locks that row.
+            conn.execute(
+                "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, 0, ?)"
+                " ON CONFLICT (owner) DO NOTHING",
+                (owner, knowledge_genesis(owner)),
+            )
+            row = conn.execute(lock, (owner,)).fetchone()
+        return int(row[0]), str(row[1])
+
+    @staticmethod
+    def _decide(
+        conn: Connection, proposal: Proposal, state: str, decision: Decision, revision: int | None
+    ) -> None:
+        conn.execute(
+            "UPDATE proposals SET state = ?, decision = ?, revision = ?"
+            " WHERE id = ? AND state = 'pending'",
+            (state, canonical_text(decision.to_json()), revision, proposal.id),
+        )
+
+    def accept(
+        self, proposal_id: str, decision: Decision, record: Record, author: str
+    ) -> ReviewedRecord:
+        with self._write() as conn:
+            # Lock order: the proposal, then the owner's knowledge base (see above).
+            proposal = self._proposal(conn, proposal_id, lock=True)
+            _check_pending(proposal)
+            owner = proposal.owner
+            latest, head = self._lock_knowledge_base(conn, owner)
+            revision = latest + 1
+            self._decide(conn, proposal, "accepted", decision, revision)
+            before = conn.execute(
+                "SELECT max(revision) FROM reviewed WHERE owner = ? AND name = ?",
+                (owner, record.name),
+            ).fetchone()[0]
+            reviewed, entry = accepted_version(
+                proposal,
+                decision,
+                record,
+                author=author,
+                revision=revision,
+                prev_hash=head,
+                supersedes=before,
+            )
+            conn.execute(_INSERT_REVISION, revision_values(entry))
+            conn.execute(_INSERT_REVIEWED, reviewed_values(owner, reviewed))
+            conn.execute(
+                "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
+                (revision, entry.hash, owner),
+            )
+        return reviewed
+
+    def reject(self, proposal_id: str, decision: Decision) -> Proposal:
+        with self._write() as conn:
+            proposal = self._proposal(conn, proposal_id, lock=True)
+            _check_pending(proposal)
+            self._decide(conn, proposal, "rejected", decision, None)
+            return self._proposal(conn, proposal_id)
+
+    # -- history --------------------------------------------------------------------------
+
+    def history(self, owner: str, name: str) -> list[ReviewedRecord]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {REVIEWED_COLUMNS} FROM reviewed WHERE owner = ? AND name = ?"
+                " ORDER BY revision",
+                (owner, name),
+            ).fetchall()
+        return [reviewed_from_row(row) for row in rows]
+
+    def revisions(self, owner: str) -> list[Revision]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {REVISION_COLUMNS} FROM revisions WHERE owner = ? ORDER BY revision",
+                (owner,),
+            ).fetchall()
+        return [Revision(*row) for row in rows]
+
+    def owners(self) -> list[str]:
+        with self._read() as conn:
+            rows = conn.execute("SELECT owner FROM knowledge_bases ORDER BY owner").fetchall()
+        return [row[0] for row in rows]
+
+    def head(self, owner: str) -> tuple[int, str]:
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
+            ).fetchone()
+        return (0, knowledge_genesis(owner)) if row is None else (row[0], row[1])
+
+    # -- packs (SPEC §8) ------------------------------------------------------------------
+
+    def install_pack(
+        self,
+        owner: str,
+        *,
+        name: str,
+        version: str,
+        digest: str,
+        content: str,
+        expected: Mapping[str, str],
+        made_by: str,
+        made_at: str,
+    ) -> PackInstall | None:
+        with self._write() as conn:
+            # The lock comes first, so that no install lands between the look and the write.
+            latest, head = self._lock_knowledge_base(conn, owner)
+            in_force = dict(
+                conn.execute(*self._in_view("packs", "name, digest", owner, None)).fetchall()
+            )
+            if in_force != dict(expected):
+                # Nothing is written on a refusal, not even the row taken for the lock. A row
+                # at revision 0 is never committed (whoever makes one adds revision 1 or takes
+                # it back), so this one is this transaction's own; on PostgreSQL a concurrent
+                # insert waiting on it then finds no conflict and makes its own.
+                if latest == 0:
+                    conn.execute(
+                        "DELETE FROM knowledge_bases WHERE owner = ? AND revision = 0", (owner,)
+                    )
+                return None
+            revision = latest + 1
+            entry = pack_revision(
+                owner, revision, name, digest, made_by=made_by, made_at=made_at, prev_hash=head
+            )
+            install = PackInstall(owner, name, version, digest, content, revision, made_by, made_at)
+            conn.execute(_INSERT_REVISION, revision_values(entry))
+            conn.execute(_INSERT_PACK, pack_values(install))
+            conn.execute(
+                "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
+                (revision, entry.hash, owner),
+            )
+        return install
+
+    def installed_packs(self, owner: str, revision: int | None = None) -> list[PackInstall]:
+        with self._read() as conn:
+            if revision is not None:
+                self._check_revision(conn, owner, revision)
+            rows = conn.execute(*self._in_view("packs", PACK_COLUMNS, owner, revision)).fetchall()
+        return [PackInstall(*row) for row in rows]
+
+    def pack_history(self, owner: str) -> list[PackInstall]:
+        with self._read() as conn:
+            rows = conn.execute(
+                f"SELECT {PACK_COLUMNS} FROM packs WHERE owner = ? ORDER BY revision", (owner,)
+            ).fetchall()
+        return [PackInstall(*row) for row in rows]
+
+    # -- export and import (SPEC §9) ------------------------------------------------------
+
+    def proposal_owners(self) -> list[str]:
+        """Every owner with at least one proposal, decided or not."""
+        with self._read() as conn:
+            rows = conn.execute("SELECT DISTINCT owner FROM proposals ORDER BY owner").fetchall()
+        return [row[0] for row in rows]
+
+    def import_knowledge_base(
+        self,
+        owner: str,
+        head: tuple[int, str],
+        revisions: Iterable[Revision],
+        reviewed: Iterable[ReviewedRecord],
+        proposals: Iterable[Proposal],
+        packs: Iterable[PackInstall] = (),
+    ) -> None:
+        """Recreate one owner's exported knowledge exactly, in one transaction: revision
+        entries, reviewed versions, pack installs and proposals as they were.
+        ``already_exists`` if the owner has a knowledge base here or a proposal id is taken.
+        The caller checks the chain."""
+        entries = list(revisions)
+        with self._write() as conn:
+            if entries:
+                conn.execute(
+                    "INSERT INTO knowledge_bases (owner, revision, head_hash) VALUES (?, ?, ?)",
+                    (owner, head[0], head[1]),
+                )
+            elif conn.execute("SELECT 1 FROM knowledge_bases WHERE owner = ?", (owner,)).fetchone():
+                raise AlreadyExists(f"{owner} already has a knowledge base here", owner=owner)
+            conn.executemany(_INSERT_REVISION, [revision_values(e) for e in entries])
+            conn.executemany(_INSERT_REVIEWED, [reviewed_values(owner, r) for r in reviewed])
+            conn.executemany(_INSERT_PACK, [pack_values(p) for p in packs])
+            conn.executemany(_INSERT_PROPOSAL, [proposal_values(p) for p in proposals])
