@@ -144,9 +144,13 @@ def fuzz(
     failures = _failures(junit)
     if done.returncode != 0 and not failures:
         failures = [done.stdout[-3000:] + done.stderr[-2000:]]
+    # What schemathesis printed about each failure (status, body, how to reproduce it): the
+    # report names a failure, the printed section says what it was.
+    printed = done.stdout.partition("FAILURES")[2].partition("SUMMARY")[0].strip()
     return {
         "cases": int(generated[-1]) if generated else 0,
         "failures": failures,
+        "details": printed[:6000] if failures else "",
         "summary": [line for line in done.stdout.splitlines() if "generated" in line][-1:],
     }
 
@@ -178,6 +182,7 @@ def run(
         "seed": seed,
         "cases": {name: r["cases"] for name, r in runs.items()},
         "failures": failures,
+        "details": {name: r["details"] for name, r in runs.items() if r["details"]},
         "caught_by_the_catch_all": caught,
         "server_alive_after": alive,
         "figure": f"failures: {len(failures)} of {cases} cases (positive and negative,"
