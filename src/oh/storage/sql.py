@@ -57,6 +57,11 @@ class SqlDatabase(Protocol):
         """One read transaction seeing one snapshot across its statements."""
         ...
 
+    def _statement(self) -> AbstractContextManager[Connection]:
+        """A connection for one statement, which the database makes atomic on its own (no
+        explicit transaction where none is needed: the cheapest way to read one row)."""
+        ...
+
 
 @lru_cache(maxsize=1024)
 def percent_placeholders(sql: str) -> str:

@@ -25,7 +25,7 @@ class SqlHostRegistry(SqlDatabase):
             )
 
     def owner_of_token(self, token_hash: str) -> str | None:
-        with self._read() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 "SELECT owner FROM owner_tokens WHERE token_hash = ?", (token_hash,)
             ).fetchone()
@@ -45,7 +45,7 @@ class SqlHostRegistry(SqlDatabase):
         return str(row[0])
 
     def document_owner(self, document: str) -> str | None:
-        with self._read() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 "SELECT owner FROM documents WHERE document = ?", (document,)
             ).fetchone()

@@ -89,7 +89,7 @@ class SqlKnowledgeStore(SqlDatabase):
     # -- KnowledgeSource ------------------------------------------------------------------
 
     def latest_revision(self, owner: str) -> int:
-        with self._read() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 "SELECT revision FROM knowledge_bases WHERE owner = ?", (owner,)
             ).fetchone()
@@ -152,7 +152,7 @@ class SqlKnowledgeStore(SqlDatabase):
         return None if row is None else proposal_from_row(row)
 
     def pending_proposal(self, owner: str, name: str) -> Proposal | None:
-        with self._read() as conn:
+        with self._statement() as conn:
             return self._pending(conn, owner, name)
 
     def _proposal(self, conn: Connection, proposal_id: str, lock: bool = False) -> Proposal:
@@ -166,7 +166,7 @@ class SqlKnowledgeStore(SqlDatabase):
         return proposal_from_row(row)
 
     def proposal(self, proposal_id: str) -> Proposal:
-        with self._read() as conn:
+        with self._statement() as conn:
             return self._proposal(conn, proposal_id)
 
     def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
@@ -175,7 +175,7 @@ class SqlKnowledgeStore(SqlDatabase):
         if state is not None:
             sql += " AND state = ?"
             params += (state,)
-        with self._read() as conn:
+        with self._statement() as conn:
             rows = conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
         return [proposal_from_row(row) for row in rows]
 
@@ -247,7 +247,7 @@ class SqlKnowledgeStore(SqlDatabase):
     # -- history --------------------------------------------------------------------------
 
     def history(self, owner: str, name: str) -> list[ReviewedRecord]:
-        with self._read() as conn:
+        with self._statement() as conn:
             rows = conn.execute(
                 f"SELECT {REVIEWED_COLUMNS} FROM reviewed WHERE owner = ? AND name = ?"
                 " ORDER BY revision",
@@ -256,7 +256,7 @@ class SqlKnowledgeStore(SqlDatabase):
         return [reviewed_from_row(row) for row in rows]
 
     def revisions(self, owner: str) -> list[Revision]:
-        with self._read() as conn:
+        with self._statement() as conn:
             rows = conn.execute(
                 f"SELECT {REVISION_COLUMNS} FROM revisions WHERE owner = ? ORDER BY revision",
                 (owner,),
@@ -264,12 +264,12 @@ class SqlKnowledgeStore(SqlDatabase):
         return [Revision(*row) for row in rows]
 
     def owners(self) -> list[str]:
-        with self._read() as conn:
+        with self._statement() as conn:
             rows = conn.execute("SELECT owner FROM knowledge_bases ORDER BY owner").fetchall()
         return [row[0] for row in rows]
 
     def head(self, owner: str) -> tuple[int, str]:
-        with self._read() as conn:
+        with self._statement() as conn:
             row = conn.execute(
                 "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
             ).fetchone()
@@ -326,7 +326,7 @@ class SqlKnowledgeStore(SqlDatabase):
         return [PackInstall(*row) for row in rows]
 
     def pack_history(self, owner: str) -> list[PackInstall]:
-        with self._read() as conn:
+        with self._statement() as conn:
             rows = conn.execute(
                 f"SELECT {PACK_COLUMNS} FROM packs WHERE owner = ? ORDER BY revision", (owner,)
             ).fetchall()
@@ -336,7 +336,7 @@ class SqlKnowledgeStore(SqlDatabase):
 
     def proposal_owners(self) -> list[str]:
         """Every owner with at least one proposal, decided or not."""
-        with self._read() as conn:
+        with self._statement() as conn:
             rows = conn.execute("SELECT DISTINCT owner FROM proposals ORDER BY owner").fetchall()
         return [row[0] for row in rows]
 

@@ -60,10 +60,6 @@ _SAVE_ANSWER = (
 class SqlMemoryBackend(SqlDatabase, Protocol):
     """What a SQL backend adds to ``SqlDatabase`` for the shared memory statements."""
 
-    def _statement(self) -> AbstractContextManager[Connection]:
-        """A connection for one statement, which the database makes atomic on its own (no
-        explicit transaction where none is needed: the cheapest way to read one row)."""
-
     def _ephemeral(self) -> AbstractContextManager[Connection]:
         """A write transaction whose commit need not survive power loss (kept answers)."""
 
