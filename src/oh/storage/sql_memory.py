@@ -40,6 +40,7 @@ _CREATE_NOTEBOOK = (
     " pinned_revision, head_hash, seal) VALUES (?, ?, ?, ?, 'opening', ?, ?, 0, ?, ?, ?)"
     f" RETURNING {NOTEBOOK_COLUMNS}"
 )
+_READ_NOTEBOOK = f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE id = ?"
 # The hot read path: a notebook and one of its records, in one statement (one snapshot).
 _READ_RECORD = (
     f"SELECT {', '.join(f'n.{c.strip()}' for c in NOTEBOOK_COLUMNS.split(','))}, r.name, r.kind,"
@@ -115,11 +116,8 @@ class SqlMemoryStore(SqlMemoryBackend):
 
     def _notebook(self, conn: Connection, notebook_id: str, lock: bool = False) -> Notebook:
         """The notebook's row (locked until the transaction ends with ``lock``)."""
-        row = conn.execute(
-            f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE id = ?"
-            + (self.FOR_UPDATE if lock else ""),
-            (notebook_id,),
-        ).fetchone()
+        sql = _READ_NOTEBOOK + self.FOR_UPDATE if lock else _READ_NOTEBOOK
+        row = conn.execute(sql, (notebook_id,)).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
         return notebook_from_row(row)
