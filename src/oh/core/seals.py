@@ -34,6 +34,7 @@ __all__ = [
     "opened_seal",
     "row_seal",
     "seal_matches",
+    "sealed_row_or_none",
     "vector_seal",
 ]
 
@@ -165,3 +166,14 @@ def vector_seal(
     vector's bytes (little-endian float32)."""
     head = f"oh/vector/{kind}\n{scope}\n{model_id}\n{digest}\n".encode()
     return hashlib.sha256(head + bytes(vector)).hexdigest()
+
+
+def sealed_row_or_none(row: Any) -> str | None:
+    """``row_seal`` of a stored notebook row (``id, owner, document, run, state, started_at,
+    forgets_at, pinned_revision, purged_at``), or None for a row Oh cannot have written (a state
+    it never stores, a value of the wrong type): a migration that seals existing rows must not
+    fail on a damaged one, and verify then reports the missing seal."""
+    try:
+        return row_seal(*row)
+    except (OhError, KeyError, TypeError, ValueError):
+        return None

@@ -34,7 +34,7 @@ from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import check_not_closed
 from oh.core.records import StoredRecord, kind_of
-from oh.core.seals import closed_seal, row_seal, vector_seal
+from oh.core.seals import closed_seal, sealed_row_or_none, vector_seal
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -231,7 +231,9 @@ def _seal_existing(conn: Any) -> None:
         " purged_at FROM notebooks"
     ).fetchall()
     for row in rows:
-        conn.execute("UPDATE notebooks SET seal = ? WHERE id = ?", (_sealed_or_none(row), row[0]))
+        conn.execute(
+            "UPDATE notebooks SET seal = ? WHERE id = ?", (sealed_row_or_none(row), row[0])
+        )
     for table, kind in (("note_vectors", "note"), ("reviewed_vectors", "reviewed")):
         last = 0
         while page := conn.execute(
@@ -246,17 +248,6 @@ def _seal_existing(conn: Any) -> None:
                     seal = None  # a damaged row stays unsealed, and verify reports it
                 conn.execute(f"UPDATE {table} SET seal = ? WHERE rowid = ?", (seal, rowid))
             last = page[-1][0]
-
-
-def _sealed_or_none(row: Sequence[Any]) -> str | None:
-    """``row_seal`` of a notebook row (``id, owner, document, run, state, started_at,
-    forgets_at, pinned_revision, purged_at``), or None for a row Oh cannot have written (a state
-    it never stores, a value of the wrong type): the upgrade must not fail on a damaged row, and
-    verify reports the missing seal."""
-    try:
-        return row_seal(*row)
-    except (OhError, KeyError, TypeError, ValueError):
-        return None
 
 
 # Work a migration step needs beyond its SQL, by migration package and step number.

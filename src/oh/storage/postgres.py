@@ -37,7 +37,7 @@ from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import check_not_closed
 from oh.core.records import StoredRecord, kind_of
-from oh.core.seals import row_seal
+from oh.core.seals import sealed_row_or_none
 from oh.errors import (
     AlreadyExists,
     Forbidden,
@@ -215,17 +215,8 @@ def _seal_existing(conn: psycopg.Connection[Any]) -> None:
     with conn.cursor() as cur:
         cur.executemany(
             "UPDATE notebooks SET seal = %s WHERE id = %s",
-            [(_sealed_or_none(r), r[0]) for r in rows],
+            [(sealed_row_or_none(r), r[0]) for r in rows],
         )
-
-
-def _sealed_or_none(row: Sequence[Any]) -> str | None:
-    """``row_seal`` of a notebook row, or None for a row Oh cannot have written (a state it
-    never stores): the upgrade must not fail on it, and verify reports the missing seal."""
-    try:
-        return row_seal(*row)
-    except (OhError, KeyError, TypeError, ValueError):
-        return None
 
 
 # Work a migration step needs beyond its SQL, by migration package and step number.
