@@ -130,6 +130,10 @@ def scan(target: Target) -> tuple[set[bytes], set[bytes], int]:
     the process that has it open would drop SQLite's POSIX locks on it (closing any descriptor
     of a file releases all of the process's locks on that file) and let another process
     corrupt it.
+
+    A running PostgreSQL server removes files of its own at any moment (``pg_internal.init``, a
+    recycled WAL segment): one that vanishes between the listing and the reading took its bytes
+    with it, so it is left out rather than counted as an error.
     """
     paths = [str(path) for path in target.files() if path.exists()]
     if not paths:
@@ -139,12 +143,19 @@ def scan(target: Target) -> tuple[set[bytes], set[bytes], int]:
         capture_output=True,
         check=False,
     )
-    if done.returncode > 1:
+    if done.returncode > 1 and all(Path(path).exists() for path in paths):
         raise RuntimeError(done.stderr.decode(errors="replace"))
     words = set(done.stdout.split())
     forgotten = {w for w in words if FORGOTTEN.fullmatch(w)}
     kept = {w for w in words if KEPT.fullmatch(w)}
-    return forgotten, kept, sum(Path(path).stat().st_size for path in paths)
+    return forgotten, kept, sum(_size(path) for path in paths)
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except FileNotFoundError:
+        return 0  # removed by the server since it was listed
 
 
 def run(target: Target, notebooks: int, seed: int, *, analyze: bool = True) -> dict[str, Any]:
