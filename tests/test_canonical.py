@@ -27,6 +27,7 @@ from oh.core.canonical import (
     canonical_bytes,
     canonical_text,
     check_json,
+    matches_digest,
     nested_deeper_than,
     parse_input,
     parse_json,
@@ -429,6 +430,27 @@ def test_sha256_hex_is_the_hex_sha256_of_the_utf8_bytes() -> None:
     assert sha256_hex("é") == hashlib.sha256("é".encode()).hexdigest()
     assert sha256_hex(b"\x00") == hashlib.sha256(b"\x00").hexdigest()
     assert sha256_hex(canonical_text({})) == hashlib.sha256(b"{}").hexdigest()
+
+
+@PROPERTY
+@given(json_values)
+def test_content_matches_exactly_the_digest_computed_from_it(value: Any) -> None:
+    text = canonical_text(value)
+    digest = sha256_hex(text)
+    assert matches_digest(text, digest)
+    assert matches_digest(text.encode("utf-8"), digest)  # bytes (a BLOB column) hash the same
+    assert not matches_digest(text + " ", digest)
+    assert not matches_digest(text, digest.upper())
+    assert not matches_digest(text, digest[:-1])
+    assert not matches_digest(text, None)
+
+
+def test_content_altered_by_one_character_no_longer_matches() -> None:
+    text = canonical_text({"name": "note:a", "text": "bleaching at 29.4C \u00e9 \U0001f600"})
+    digest = sha256_hex(text)
+    assert not matches_digest(text.replace("29.4", "29.5"), digest)
+    assert not matches_digest(text.replace("\u00e9", "e"), digest)
+    assert not matches_digest("", digest)
 
 
 # --- no input, however malformed, raises anything but InvalidArgument ------------------------

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import libsql
 import pytest
 import uvicorn
 from fastapi import FastAPI, Request
@@ -307,6 +308,21 @@ def test_another_owner_learns_nothing_and_changes_nothing(world: World) -> None:
     assert bob.get(f"/panel/notebooks/{opened.id}/state").status_code == 404
     assert world.host.notebook("alice", opened.id).state == "open"
     assert world.host.review.store.proposals("alice") == []
+
+
+def test_a_past_version_that_does_not_match_its_digest_is_shown_as_such_not_its_text(
+    world: World, tmp_path: Path
+) -> None:
+    opened = _alice_notebook(world)
+    opened.remember(_replace("lead:reef-survey-2016", "methods in the annex"))
+    conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+    conn.execute("UPDATE log SET content = replace(content, 'missing', 'fine') WHERE version = 1")
+    conn.close()
+    page = _sign_in(_client(world), world.tokens["alice"]).get(f"/panel/notebooks/{opened.id}")
+    assert page.status_code == 200
+    assert page.text.count("this version does not match its digest") == 1
+    assert "methods section fine" not in page.text
+    assert "methods in the annex" in page.text
 
 
 def test_errors_are_small_html_pages_with_their_code(world: World) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO
 
-from oh.core.canonical import canonical_bytes, canonical_text, parse_json, sha256_hex
+from oh.core.canonical import canonical_bytes, canonical_text, matches_digest, parse_json
 from oh.core.changes import MAX_CHANGES, LogEntry, LoggedChange, genesis_hash
 from oh.core.identifiers import contains_control
 from oh.core.notebook import STATES, Notebook
@@ -388,7 +388,7 @@ def _content_digest(content: Any, digest: Any, where: str) -> str:
     """``content`` is canonical JSON text whose sha256 is ``digest``; returns it."""
     if type(content) is not str or type(digest) is not str:
         raise InvalidArgument(f"{where}: content and digest must be text")
-    if sha256_hex(content) != digest:
+    if not matches_digest(content, digest):
         raise IntegrityError(f"{where}: content does not match its digest")
     if canonical_text(parse_json(content, where)) != content:
         raise IntegrityError(f"{where}: content is not canonical JSON")
@@ -506,7 +506,7 @@ def _reviewed_of(line: dict[str, Any], where: str) -> ReviewedRecord:
 def _pack_of(line: dict[str, Any], where: str) -> PackInstall:
     text = (str,)
     content, digest = line.get("content"), line.get("digest")
-    if type(content) is not str or type(digest) is not str or sha256_hex(content) != digest:
+    if type(content) is not str or type(digest) is not str or not matches_digest(content, digest):
         raise IntegrityError(f"{where}: pack content does not match its digest")
     return PackInstall(
         owner=_field(line, "owner", text, where),

@@ -42,6 +42,7 @@ __all__ = [
     "check_json",
     "input_value",
     "load_canonical",
+    "matches_digest",
     "nested_deeper_than",
     "parse_input",
     "parse_json",
@@ -147,6 +148,18 @@ def sha256_hex(data: bytes | str) -> str:
     if isinstance(data, str):
         data = data.encode("utf-8")
     return hashlib.sha256(data).hexdigest()
+
+
+def matches_digest(content: bytes | str, digest: str | None) -> bool:
+    """Whether ``content`` is what ``digest`` was computed from (its sha256 hex, recomputed).
+
+    Every check of content against the digest stored or sent with it is this comparison; what a
+    mismatch means (a refusal, a reported problem, a note left unembedded) is the caller's. It
+    is on the path of every ``read``, so it hashes inline rather than through ``sha256_hex``.
+    """
+    if isinstance(content, str):
+        content = content.encode("utf-8")
+    return hashlib.sha256(content).hexdigest() == digest
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from oh.core.canonical import (
     canonical_text,
     check_json,
     load_canonical,
+    matches_digest,
     parse_json,
     sha256_hex,
 )
@@ -184,7 +185,7 @@ class StoredRecord:
         record in canonical form runs once per digest and process (content with a given digest
         is always the same bytes), so repeated reads cost a hash and a JSON parse.
         """
-        if sha256_hex(self.content) != self.digest:
+        if not matches_digest(self.content, self.digest):
             raise IntegrityError(f"stored record {self.name} does not match its digest")
         if _VERIFIED.get(self.digest) != self.content:
             try:

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from oh.core.canonical import canonical_text, check_json, parse_json, sha256_hex
+from oh.core.canonical import canonical_text, check_json, matches_digest, parse_json, sha256_hex
 from oh.core.identifiers import check_identifier
 from oh.core.records import Record
 from oh.errors import IntegrityError, InvalidArgument
@@ -164,7 +164,7 @@ class ReviewedRecord:
             raise InvalidArgument("a rejected proposal never becomes a reviewed record")
 
     def verified_content(self) -> dict[str, Any]:
-        if sha256_hex(self.content) != self.digest:
+        if not matches_digest(self.content, self.digest):
             raise IntegrityError(f"reviewed record {self.name} does not match its digest")
         value = parse_json(self.content, "reviewed record")
         if canonical_text(value) != self.content or value.get("name") != self.name:
@@ -243,7 +243,7 @@ class Proposal:
 
     def verified_record(self) -> dict[str, Any]:
         """The proposed record's content, after recomputing its digest."""
-        if sha256_hex(self.content) != self.digest:
+        if not matches_digest(self.content, self.digest):
             raise IntegrityError(f"proposal {self.id} does not match its digest")
         return dict(parse_json(self.content, "proposal"))
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from oh.core.canonical import sha256_hex
+from oh.core.canonical import matches_digest
 from oh.core.notebook import Notebook
 from oh.core.records import CONTENT_KEYS, Record
 from oh.core.reviewed import Proposal, find_conflicts
@@ -110,7 +110,7 @@ def _note_histories(host: Host, notebook_id: str) -> dict[str, list[HistoryItem]
             text = None
             detail = ""
             if change.content is not None:
-                if sha256_hex(change.content) != change.digest:
+                if not matches_digest(change.content, change.digest):
                     detail = "this version does not match its digest"
                 else:
                     text = json.loads(change.content).get("text")

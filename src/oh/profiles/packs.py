@@ -26,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from oh.core.canonical import canonical_text, parse_json, sha256_hex
+from oh.core.canonical import canonical_text, matches_digest, parse_json, sha256_hex
 from oh.core.records import MAX_FIELDS_BYTES, Record
 from oh.errors import IntegrityError, InvalidArgument, NotFound
 from oh.profiles.codecs import Codec, Codecs, default_codecs
@@ -264,7 +264,7 @@ def parse_pack(value: Any, *, codecs: Codecs | None = None, where: str = "pack")
         raise _refuse(f"{where}.digest", "pack.digest", "must be the sha256 hex of the content")
     content = {key: item for key, item in value.items() if key != "digest"}
     text = canonical_text(content, where)
-    if sha256_hex(text) != digest:
+    if not matches_digest(text, digest):
         raise _refuse(
             f"{where}.digest",
             "pack.digest",
@@ -328,7 +328,7 @@ def seal(content: Mapping[str, Any], *, codecs: Codecs | None = None) -> dict[st
 
 def stored_pack(content: str, digest: str, *, codecs: Codecs | None = None) -> Pack:
     """A pack as a knowledge base stored it; damage there is an ``integrity`` error."""
-    if sha256_hex(content) != digest:
+    if not matches_digest(content, digest):
         raise IntegrityError(f"an installed pack does not match its digest {digest[:12]}")
     try:
         value = parse_json(content, "installed pack")

@@ -31,7 +31,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from oh.core.canonical import sha256_hex
+from oh.core.canonical import matches_digest
 from oh.core.clock import Clock, system_clock
 from oh.core.notebook import Notebook, check_writable
 from oh.core.records import MAX_TEXT
@@ -538,7 +538,7 @@ class Recall:
             after = rows[-1][0]
             sound = []
             for name, digest, content in rows:
-                if sha256_hex(content) != digest:
+                if not matches_digest(content, digest):
                     # `oh verify` reports the damage; embedding it would cache a lie.
                     logger.error(
                         "note %s of %s does not match its digest; not embedded", name, notebook.id
@@ -573,7 +573,7 @@ class Recall:
         stored = 0
         for start in range(0, len(todo), self.batch):
             chunk = [
-                r for r in todo[start : start + self.batch] if sha256_hex(r.content) == r.digest
+                r for r in todo[start : start + self.batch] if matches_digest(r.content, r.digest)
             ]
             if not chunk:
                 continue
