@@ -1,5 +1,5 @@
 """Write semantics (SPEC §2, §11): the remember payload, its fingerprint, the results, the
-hash-chained log entry, and folding the log into the current records."""
+hash-chained log entry, following its chain, and folding the log into the current records."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from oh.core.changes import (
     MAX_CHANGES,
     Add,
     Applied,
+    Break,
+    LogChain,
     LogEntry,
     LoggedChange,
     Refused,
@@ -32,6 +34,8 @@ from oh.core.changes import (
     parse_based_on,
     parse_changes,
     parse_request_id,
+    replay,
+    stored_record,
 )
 from oh.core.records import Record, StoredRecord
 from oh.errors import AlreadyExists, InvalidArgument, NotFound, TooManyChanges
@@ -484,7 +488,7 @@ def test_each_entry_carries_the_hash_of_the_previous_one() -> None:
 def test_fold_add_stores_the_record_with_the_entry_stamps() -> None:
     state: dict[str, StoredRecord] = {}
     entry = make_entry(1, [add("lead:a", "first", supports=["lead:z"])], genesis_hash(NOTEBOOK))
-    fold(state, entry)
+    fold(state, entry, stored_record)
     rec = Record.parse(record_json("lead:a", "first", supports=["lead:z"]))
     assert state == {
         "lead:a": StoredRecord(
@@ -504,8 +508,8 @@ def test_fold_replace_gives_the_name_new_content_and_stamps() -> None:
     state: dict[str, StoredRecord] = {}
     first = make_entry(1, [add("lead:a", "first"), add("lead:b")], genesis_hash(NOTEBOOK))
     second = make_entry(2, [replace("lead:a", "second")], first.hash, author="agent:run-2")
-    fold(state, first)
-    fold(state, second)
+    fold(state, first, stored_record)
+    fold(state, second, stored_record)
     assert state["lead:a"].verified_content()["text"] == "second"
     assert (state["lead:a"].version, state["lead:a"].author) == (2, "agent:run-2")
     assert state["lead:b"].version == 1
@@ -514,8 +518,8 @@ def test_fold_replace_gives_the_name_new_content_and_stamps() -> None:
 def test_fold_remove_deletes_the_name() -> None:
     state: dict[str, StoredRecord] = {}
     first = make_entry(1, [add("lead:a"), add("lead:b")], genesis_hash(NOTEBOOK))
-    fold(state, first)
-    fold(state, make_entry(2, [remove("lead:a")], first.hash))
+    fold(state, first, stored_record)
+    fold(state, make_entry(2, [remove("lead:a")], first.hash), stored_record)
     assert set(state) == {"lead:b"}
 
 
@@ -536,17 +540,101 @@ def test_replaying_the_log_rebuilds_the_current_records(writes: list[list[dict[s
         entry = make_entry(version, raw, prev)
         prev = entry.hash
         log.append(entry)
-        fold(state, entry)
+        fold(state, entry, stored_record)
         for change in changes:
             if isinstance(change, Remove):
                 del model[change.name]
             else:
                 model[change.name] = change.record.content()
     assert {name: stored.verified_content() for name, stored in state.items()} == model
-    replayed: dict[str, StoredRecord] = {}
-    for entry in log:
-        fold(replayed, entry)
-    assert replayed == state
+    assert replay(log) == state
+    chain = LogChain(NOTEBOOK)
+    assert [chain.follow(entry) for entry in log] == [None] * len(log)
+    assert (chain.version, chain.head) == (version, prev)
+
+
+def test_fold_keeps_what_the_caller_makes_of_each_write_and_drops_a_none() -> None:
+    first = make_entry(1, [add("lead:a"), add("lead:b"), add("lead:c")], genesis_hash(NOTEBOOK))
+    second = make_entry(2, [remove("lead:a"), replace("lead:b", "lost")], first.hash)
+    seen: list[tuple[Any, ...]] = []
+
+    def kept(*change: Any) -> str | None:
+        seen.append(change)
+        name, content = change[:2]
+        return None if "lost" in str(content) else f"{name}@{change[5]}"
+
+    state: dict[str, str] = {"lead:z": "left alone"}
+    fold(state, first, kept)
+    fold(state, second, kept)
+    assert state == {"lead:c": "lead:c@1", "lead:z": "left alone"}
+    # Every write, with its entry's stamps; a remove is never shown to the caller.
+    assert [(c[0], c[3], c[4], c[5]) for c in seen] == [
+        ("lead:a", AUTHOR, first.written_at, 1),
+        ("lead:b", AUTHOR, first.written_at, 1),
+        ("lead:c", AUTHOR, first.written_at, 1),
+        ("lead:b", AUTHOR, second.written_at, 2),
+    ]
+    assert seen[0][1:3] == (first.changes[0].content, first.changes[0].digest)
+
+
+def test_fold_sets_a_name_written_twice_in_one_entry_to_its_last_write() -> None:
+    # No remember call can write a name twice; a damaged log can, and the last write wins.
+    entry = make_entry(1, [add("lead:a", "one")], genesis_hash(NOTEBOOK))
+    twice = entry._replace(changes=(*entry.changes, entry.changes[0]._replace(digest="d2")))
+    state: dict[str, StoredRecord] = {}
+    fold(state, twice, stored_record)
+    assert state["lead:a"].digest == "d2"
+
+
+# --- the chain ------------------------------------------------------------------------------
+
+
+def chained(count: int) -> list[LogEntry]:
+    log, prev = [], genesis_hash(NOTEBOOK)
+    for version in range(1, count + 1):
+        log.append(make_entry(version, [add(f"lead:n{version}")], prev))
+        prev = log[-1].hash
+    return log
+
+
+def test_a_chain_from_genesis_breaks_nowhere_and_ends_at_the_last_entry() -> None:
+    log = chained(3)
+    chain = LogChain(NOTEBOOK)
+    assert (chain.version, chain.head) == (0, genesis_hash(NOTEBOOK))
+    assert [chain.follow(entry) for entry in log] == [None, None, None]
+    assert (chain.version, chain.head) == (3, log[-1].hash)
+
+
+def test_a_first_entry_chained_to_another_notebook_is_detached() -> None:
+    (entry,) = chained(1)
+    assert LogChain("nb-2").follow(entry) == Break(1, False, True, False)
+
+
+def test_a_gap_in_the_versions_is_one_break_and_the_chain_follows_on() -> None:
+    one, _, three, four = chained(4)
+    chain = LogChain(NOTEBOOK)
+    # Entry 2 is missing: 3 is misplaced and does not follow 1; 4 follows 3 as usual.
+    found = [chain.follow(entry) for entry in (one, three, four)]
+    assert found == [None, Break(2, True, True, False), None]
+    assert chain.version == 4
+
+
+def test_an_entry_with_any_hashed_value_changed_is_altered() -> None:
+    one, two = chained(2)
+    chain = LogChain(NOTEBOOK)
+    chain.follow(one)
+    assert chain.follow(two._replace(author="agent:other")) == Break(2, False, False, True)
+    # The entry after an altered one is judged against the hash the altered one carries.
+    three = make_entry(3, [add("lead:n3")], two.hash)
+    assert chain.follow(three) is None
+
+
+def test_a_stored_value_of_the_wrong_type_is_altered_not_raised() -> None:
+    (entry,) = chained(1)
+    damaged = entry._replace(changes=(entry.changes[0]._replace(digest=7),))
+    assert LogChain(NOTEBOOK).follow(damaged) == Break(1, False, False, True)
+    renumbered = entry._replace(version="1")
+    assert LogChain(NOTEBOOK).follow(renumbered) == Break(1, True, False, True)
 
 
 # --- check_against --------------------------------------------------------------------------

@@ -32,7 +32,6 @@ from oh.core.changes import (
     entry_hash,
     fingerprint,
     fingerprint_and_log,
-    fold,
     genesis_hash,
     log_changes,
     parse_changes,
@@ -351,10 +350,28 @@ def test_a_gap_in_the_log_reads_as_before(store: LibsqlMemoryStore, tmp_path: Pa
         ]
 
 
+def reference_fold(state: dict[str, StoredRecord], entry: LogEntry) -> None:
+    """The fold as first written: one change at a time, whole records kept."""
+    for change in entry.changes:
+        if change.op == "remove":
+            state.pop(change.name, None)
+        else:
+            assert change.content is not None and change.digest is not None
+            state[change.name] = StoredRecord(
+                change.name,
+                kind_of(change.name),
+                change.content,
+                change.digest,
+                entry.author,
+                entry.written_at,
+                entry.version,
+            )
+
+
 def reference_replay(entries: list[LogEntry]) -> dict[str, StoredRecord]:
     state: dict[str, StoredRecord] = {}
     for entry in entries:
-        fold(state, entry)
+        reference_fold(state, entry)
     return state
 
 
@@ -400,7 +417,7 @@ def reference_verify(store: MemoryStore, notebook_id: str) -> VerifyReport:
                 problem("digest", f"entry {entry.version}: {change.name} does not match its digest")
             elif not reference_is_canonical(change.content):
                 problem("canonical", f"entry {entry.version}: {change.name} is not canonical")
-        fold(state, entry)
+        reference_fold(state, entry)
     if notebook.version != expected_version:
         problem("head", f"notebook says version {notebook.version}; log ends at {expected_version}")
     if notebook.head_hash != prev:

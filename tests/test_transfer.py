@@ -32,7 +32,7 @@ from oh.storage.postgres_knowledge import PostgresKnowledgeStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.memory_store import LIFETIME, T0
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
-from oh.transfer import export_knowledge, export_notebooks, import_export
+from oh.transfer import check_export, export_knowledge, export_notebooks, import_export
 from oh.verify import verify_knowledge, verify_store
 
 NOTEBOOK = "nb_" + "0" * 31 + "1"
@@ -433,6 +433,43 @@ def test_a_damaged_export_imports_nothing(
     with pytest.raises(error):
         import_export(io.BytesIO(damaged), memory=pg_memory)
     assert pg_memory.notebook_ids() == []
+
+
+def _give_the_tombstone_an_entry(exported: bytes) -> bytes:
+    lines = exported.splitlines(True)[:-1]
+    tombstone = next(i for i, line in enumerate(lines) if TOMBSTONE.encode() in line)
+    lines.insert(tombstone + 1, lines[tombstone - 1])
+    return _retrailer(lines)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (_drop_entry, "line 4: entry 3 where 2 belongs"),
+        (lambda e: _edit(e, 3, lambda v: v.update(version=1)), "line 4: entry 1 where 2 belongs"),
+        (
+            lambda e: _edit(e, 2, lambda v: v.update(author="mallory")),
+            "line 3: entry 1 breaks the hash chain",
+        ),
+        (
+            lambda e: _edit(e, 3, lambda v: v.update(prev_hash="0" * 64)),
+            "line 4: entry 2 breaks the hash chain",
+        ),
+        (
+            lambda e: _edit(e, 1, lambda v: v.update(version=9)),
+            f"notebook {NOTEBOOK}: notebook {NOTEBOOK} says version 9; its log ends at 3"
+            " (truncated?)",
+        ),
+        (_give_the_tombstone_an_entry, "line 7: a purged notebook has no log"),
+    ],
+)
+def test_an_export_whose_chain_breaks_is_refused_where_it_breaks(
+    libsql_memory: MemoryStore, damage: Any, message: str
+) -> None:
+    fill_memory(libsql_memory)
+    with pytest.raises(IntegrityError) as info:
+        check_export(io.BytesIO(damage(notebooks_export(libsql_memory))))
+    assert info.value.message == message
 
 
 def test_a_non_canonical_line_is_refused(libsql_memory: MemoryStore) -> None:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any, BinaryIO
 
 from oh.core.canonical import canonical_bytes, canonical_text, matches_digest, parse_json
-from oh.core.changes import MAX_CHANGES, LogEntry, LoggedChange, genesis_hash
+from oh.core.changes import MAX_CHANGES, LogChain, LogEntry, LoggedChange
 from oh.core.identifiers import contains_control
 from oh.core.notebook import STATES, Notebook
 from oh.core.records import kind_of
@@ -430,30 +430,30 @@ def _entry_of(notebook_id: str, line: dict[str, Any], where: str) -> LogEntry:
 
 
 class _Chain:
-    """Checks one notebook's log as it streams past: versions, hashes, chain, head."""
+    """Checks one notebook's log as it streams past (``LogChain``), then its head."""
 
     def __init__(self, notebook: Notebook) -> None:
         self.notebook = notebook
-        self.version = 0
-        self.prev = genesis_hash(notebook.id)
+        self.chain = LogChain(notebook.id)
 
     def check(self, entry: LogEntry, where: str) -> None:
         if self.notebook.state in ("purged", "empty", "opening"):
             raise IntegrityError(f"{where}: a {self.notebook.state} notebook has no log")
-        self.version += 1
-        if entry.version != self.version:
-            raise IntegrityError(f"{where}: entry {entry.version} where {self.version} belongs")
-        if entry.prev_hash != self.prev or entry.expected_hash() != entry.hash:
-            raise IntegrityError(f"{where}: entry {entry.version} breaks the hash chain")
-        self.prev = entry.hash
+        broken = self.chain.follow(entry)
+        if broken is None:
+            return
+        if broken.misplaced:
+            raise IntegrityError(f"{where}: entry {entry.version} where {broken.expected} belongs")
+        raise IntegrityError(f"{where}: entry {entry.version} breaks the hash chain")
 
     def close(self, where: str) -> None:
         if self.notebook.state in ("purged", "empty", "opening"):
             return  # a tombstone keeps its version and head, never its log
-        if self.version != self.notebook.version or self.prev != self.notebook.head_hash:
+        chain = self.chain
+        if chain.version != self.notebook.version or chain.head != self.notebook.head_hash:
             raise IntegrityError(
                 f"{where}: notebook {self.notebook.id} says version {self.notebook.version};"
-                f" its log ends at {self.version} (truncated?)"
+                f" its log ends at {chain.version} (truncated?)"
             )
 
 

@@ -10,19 +10,24 @@ each recall vector and the notebook's metadata are checked against the seals wri
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from oh.core.answers import answer_id, encode_rows
-from oh.core.canonical import CANONICAL_STRING, canonical_text, load_canonical, sha256_hex
-from oh.core.changes import LogEntry, entry_hash, genesis_hash
+from oh.core.canonical import (
+    CANONICAL_STRING,
+    canonical_text,
+    load_canonical,
+    matches_digest,
+    sha256_hex,
+)
+from oh.core.changes import LogChain, LogEntry, fold, replay
 from oh.core.notebook import Notebook
-from oh.core.records import LINK_KEYS, StoredRecord, kind_of
+from oh.core.records import LINK_KEYS, kind_of
 from oh.core.reviewed import knowledge_genesis, revision_hash
 from oh.core.seals import seal_matches, vector_seal
 from oh.errors import OhError
@@ -97,22 +102,6 @@ def _is_canonical(text: str) -> bool:
         return False
 
 
-def replay(entries: Iterable[LogEntry]) -> dict[str, StoredRecord]:
-    """Fold a log from the start into the current records it implies (``fold``, inlined)."""
-    state: dict[str, StoredRecord] = {}
-    record = StoredRecord
-    for _, version, _, _, author, written_at, changes, _, _ in entries:
-        for op, name, content, digest in changes:
-            if op == "remove":
-                state.pop(name, None)
-            else:
-                assert content is not None and digest is not None
-                state[name] = record(
-                    name, name.partition(":")[0], content, digest, author, written_at, version
-                )
-    return state
-
-
 def verify_notebook(
     store: MemoryStore,
     notebook_id: str,
@@ -159,9 +148,18 @@ def verify_notebook(
         return report
     # name -> (hash of the content written, digest, author, written_at, version)
     state: dict[str, tuple[str, str, str, str, int]] = {}
-    prev = genesis_hash(notebook_id)
-    expected_version = 0
-    sha256 = hashlib.sha256
+    # name -> hash of the content written, while that write does not match its digest (reported)
+    altered: dict[str, str] = {}
+
+    def kept(
+        name: str, content: Any, digest: Any, author: str, written_at: str, version: int
+    ) -> tuple[str, str, str, str, int] | None:
+        if type(content) is not str or type(digest) is not str:
+            return None  # reported as damaged: nothing is current under the name
+        written = altered.get(name, digest) if altered else digest
+        return (written, digest, author, written_at, version)
+
+    chain = LogChain(notebook_id)
     entries = iter(store.log(notebook_id))
     while True:
         try:
@@ -169,46 +167,34 @@ def verify_notebook(
         except StopIteration:
             break
         except (OhError, TypeError, ValueError, AttributeError) as exc:
-            problem("damaged", f"the log could not be read past entry {expected_version}: {exc}")
+            problem("damaged", f"the log could not be read past entry {chain.version}: {exc}")
             break
-        nid, version, request_id, fingerprint, author, written_at, changes, prev_hash, hash_ = entry
+        version = entry.version
         report.entries += 1
-        expected_version += 1
-        if version != expected_version:
-            problem("version", f"log entry {version} found where {expected_version} belongs")
-            expected_version = version
-        if prev_hash != prev:
-            problem("chain", f"entry {version} does not follow the entry before it")
-        try:
-            expected = entry_hash(
-                nid, version, request_id, fingerprint, author, written_at, changes, prev_hash
-            )
-        except (OhError, TypeError, ValueError, AttributeError):
-            expected = None  # a stored value of the wrong type: the entry cannot be genuine
-        if hash_ != expected:
-            problem("chain", f"entry {version} was altered (its hash does not match)")
-        prev = hash_
-        for op, name, content, digest in changes:
-            mismatch = None  # the content's hash, kept only when it is not the digest
+        broken = chain.follow(entry)
+        if broken is not None:
+            if broken.misplaced:
+                problem("version", f"log entry {version} found where {broken.expected} belongs")
+            if broken.detached:
+                problem("chain", f"entry {version} does not follow the entry before it")
+            if broken.altered:
+                problem("chain", f"entry {version} was altered (its hash does not match)")
+        for op, name, content, digest in entry.changes:
             if op != "remove" and (type(content) is not str or type(digest) is not str):
                 problem("damaged", f"entry {version}: {name} lost its content or digest")
-                state.pop(name, None)
-                continue
-            if content is not None:
-                actual = sha256(content.encode("utf-8")).hexdigest()
-                if actual != digest:
-                    problem("digest", f"entry {version}: {name} does not match its digest")
-                    mismatch = actual
-                elif not _is_canonical(content):
-                    problem("canonical", f"entry {version}: {name} is not canonical")
-            if op == "remove":
-                state.pop(name, None)
-            else:
-                assert content is not None and digest is not None
-                state[name] = (mismatch or digest, digest, author, written_at, version)
-    if notebook.version != expected_version:
-        problem("head", f"notebook says version {notebook.version}; log ends at {expected_version}")
-    if notebook.head_hash != prev:
+            elif content is not None and not matches_digest(content, digest):
+                problem("digest", f"entry {version}: {name} does not match its digest")
+                if op != "remove":
+                    altered[name] = sha256_hex(content)
+                    continue
+            elif content is not None and not _is_canonical(content):
+                problem("canonical", f"entry {version}: {name} is not canonical")
+            if altered:
+                altered.pop(name, None)
+        fold(state, entry, kept)
+    if notebook.version != chain.version:
+        problem("head", f"notebook says version {notebook.version}; log ends at {chain.version}")
+    if notebook.head_hash != chain.head:
         problem("head", "notebook head hash does not match the last log entry (truncated log?)")
     _check_vectors(store, notebook_id, state, problem)
 
@@ -242,7 +228,8 @@ def verify_notebook(
         if type(have.content) is not str:
             differs(str(name), 0, "damaged", f"current {name!r} holds a value of the wrong type")
             continue
-        written = sha256(have.content.encode("utf-8")).hexdigest()
+        intact = matches_digest(have.content, have.digest)
+        written = have.digest if intact else sha256_hex(have.content)
         if want is None:
             differs(name, 0, "drift", f"{name} is current but the log removed or never wrote it")
         elif (
@@ -254,7 +241,7 @@ def verify_notebook(
             or have.kind != kind_of(name)
         ):
             differs(name, 0, "drift", f"{name} differs from the log's version {want[4]}")
-        if written != have.digest:
+        if not intact:
             differs(name, 1, "digest", f"current {name} does not match its digest")
     for name in map(str, state):
         differs(name, 0, "drift", f"{name} is missing from the current records")
@@ -436,20 +423,23 @@ def _check_answers(
                     f" log answers: {_first_difference(rows, want)}",
                 )
 
+    def note(
+        name: str, content: Any, digest: Any, author: str, written_at: str, version: int
+    ) -> Entry | None:
+        if type(name) is not str or type(digest) is not str:
+            return notes.get(name)  # damage, reported by the log pass: the note stays as it was
+        found = links.get(digest)
+        if found is None:
+            found = links[digest] = _links_of(content)
+        return Entry("note", name, kind_of(name), digest, *found)
+
     if 0 in due:
         recompute(0)
     try:
         for entry in store.log(notebook.id):
             if not due:
                 break
-            for op, name, content, digest in entry.changes:
-                if op == "remove":
-                    notes.pop(name, None)
-                elif type(name) is str and type(digest) is str:
-                    found = links.get(digest)
-                    if found is None:
-                        found = links[digest] = _links_of(content)
-                    notes[name] = Entry("note", name, kind_of(name), digest, *found)
+            fold(notes, entry, note)
             logged.append(
                 entry._replace(changes=tuple(c._replace(content=None) for c in entry.changes))
             )
@@ -556,7 +546,7 @@ def verify_knowledge(store: KnowledgeStore, report: VerifyReport | None = None) 
         for name in sorted({name for name, _ in named}):
             for version in store.history(owner, name):
                 report.records += 1
-                if sha256_hex(version.content) != version.digest:
+                if not matches_digest(version.content, version.digest):
                     problem("digest", f"{name} at revision {version.revision} does not match")
                 elif not _is_canonical(version.content):
                     problem("canonical", f"{name} at revision {version.revision} is not canonical")

@@ -1,5 +1,5 @@
 """Write semantics (SPEC §2): the remember payload, its fingerprint, results, the hash-chained
-log entry, and folding the log into current state.
+log entry, following its chain, and folding the log into current state.
 
 Storage backends do the I/O; every rule about what a write means lives here, so all backends
 agree by construction.
@@ -8,21 +8,24 @@ agree by construction.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from oh.core.canonical import MAX_SAFE_INTEGER, canonical_string, canonical_text, sha256_hex
 from oh.core.identifiers import check_identifier
-from oh.core.records import Record, StoredRecord, check_name, kind_of
-from oh.errors import AlreadyExists, InvalidArgument, NotFound, TooManyChanges
+from oh.core.records import Record, StoredRecord, check_name
+from oh.errors import AlreadyExists, InvalidArgument, NotFound, OhError, TooManyChanges
 
 __all__ = [
     "MAX_CHANGES",
     "MAX_REQUEST_ID",
     "Add",
     "Applied",
+    "Break",
     "Change",
+    "Kept",
+    "LogChain",
     "LogEntry",
     "LoggedChange",
     "Refused",
@@ -39,6 +42,8 @@ __all__ = [
     "parse_based_on",
     "parse_changes",
     "parse_request_id",
+    "replay",
+    "stored_record",
 ]
 
 MAX_CHANGES = 64
@@ -373,13 +378,93 @@ class Refused:
 RememberResult = Applied | Refused
 
 
-def fold(state: dict[str, StoredRecord], entry: LogEntry) -> None:
-    """Apply one log entry to a name → record map (the derived current table)."""
-    for op, name, content, digest in entry.changes:
-        if op == "remove":
+class Break(NamedTuple):
+    """What one log entry breaks in its notebook's hash chain (``LogChain.follow``)."""
+
+    expected: int  # the version the entry should carry
+    misplaced: bool  # it carries another version
+    detached: bool  # its prev_hash is not the hash of the entry before it
+    altered: bool  # its hash is not the hash of its body: something in it was changed
+
+
+class LogChain:
+    """One notebook's hash chain, followed entry by entry as its log streams past.
+
+    Each entry carries the next version, names the hash of the entry before it (the genesis hash
+    for the first) as its ``prev_hash``, and hashes to its own ``hash``. ``follow`` says what an
+    entry breaks and moves on to it either way, so ``verify`` reports every break and reads on
+    while an import refuses at the first, by the same rule. After the last entry ``version`` and
+    ``head`` are where the log ends: the notebook's version and head hash must be these.
+    """
+
+    __slots__ = ("head", "version")
+
+    def __init__(self, notebook_id: str) -> None:
+        self.version = 0  # the version of the entry followed last
+        self.head = genesis_hash(notebook_id)  # the hash the next entry names
+
+    def follow(self, entry: LogEntry) -> Break | None:
+        """What ``entry`` breaks as the next link; None when it breaks nothing.
+
+        After a misplaced entry the chain expects the version after the one it found, so a gap
+        in the log is one break, not one per entry after it. A stored value of the wrong type
+        (which no hash can cover) makes the entry altered rather than raising.
+        """
+        nid, version, request_id, fingerprint, author, written_at, changes, prev_hash, hash_ = entry
+        self.version += 1
+        misplaced = version != self.version
+        expected = self.version
+        if misplaced:
+            self.version = version
+        detached = prev_hash != self.head
+        self.head = hash_
+        try:
+            genuine: str | None = entry_hash(
+                nid, version, request_id, fingerprint, author, written_at, changes, prev_hash
+            )
+        except (OhError, TypeError, ValueError, AttributeError):
+            genuine = None
+        altered = hash_ != genuine
+        if misplaced or detached or altered:
+            return Break(expected, misplaced, detached, altered)
+        return None
+
+
+V = TypeVar("V")
+# What ``fold`` keeps for a write: (name, content, digest, author, written_at, version) of the
+# change and its entry -> the value current under the name, or None for nothing.
+Kept = Callable[[str, str | None, str | None, str, str, int], V | None]
+
+
+def fold(state: dict[str, V], entry: LogEntry, kept: Kept[V]) -> None:
+    """Apply one log entry to a name → value map, the derived current table.
+
+    A remove drops its name; an add or a replace sets it to what ``kept`` makes of the change,
+    or drops it when that is None (a write whose content is lost leaves nothing current).
+    ``replay`` keeps ``StoredRecord`` values; verify keeps hashes and stamps, and the views of
+    past versions keep their entries.
+    """
+    _, version, _, _, author, written_at, changes, _, _ = entry
+    for op, name, content, digest in changes:
+        value = None if op == "remove" else kept(name, content, digest, author, written_at, version)
+        if value is None:
             state.pop(name, None)
         else:
-            assert content is not None and digest is not None
-            state[name] = StoredRecord(
-                name, kind_of(name), content, digest, entry.author, entry.written_at, entry.version
-            )
+            state[name] = value
+
+
+def stored_record(
+    name: str, content: str | None, digest: str | None, author: str, written_at: str, version: int
+) -> StoredRecord:
+    """The current record a write leaves: what ``replay`` keeps."""
+    assert content is not None and digest is not None
+    kind = name.partition(":")[0]  # ``kind_of``, inlined: a replay makes one record per write
+    return StoredRecord(name, kind, content, digest, author, written_at, version)
+
+
+def replay(entries: Iterable[LogEntry]) -> dict[str, StoredRecord]:
+    """Fold a log from the start into the current records it implies."""
+    state: dict[str, StoredRecord] = {}
+    for entry in entries:
+        fold(state, entry, stored_record)
+    return state
