@@ -16,6 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
+from oh.host import bearer_token
+
 SOURCE = {
     "document": "hughes-2018.pdf",
     "passage": "Recovery took at least 10 years.",
@@ -112,6 +114,43 @@ def _open(owner: Client, document: str, run: str) -> dict[str, Any]:
     answer = owner.post(f"/v1/documents/{document}/notebooks", json={"run": run})
     assert answer.status_code in (200, 201), answer.text
     return dict(answer.json())
+
+
+@pytest.mark.parametrize(
+    ("header", "token"),
+    [
+        ("Bearer oho_abc", "oho_abc"),
+        ("bearer oho_abc", "oho_abc"),
+        ("BEARER   oho_abc  ", "oho_abc"),
+        ("Bearer oho_a b", "oho_a b"),  # stripped at the ends only; the host then refuses it
+        (None, None),
+        ("", None),
+        ("Bearer", None),
+        ("Bearer    ", None),
+        ("Bearer\toho_abc", None),
+        ("Beareroho_abc", None),
+        ("Basic YW5uOnB3", None),
+        ("Token oho_abc", None),
+    ],
+)
+def test_a_bearer_header_carries_its_token_whatever_the_scheme_case(
+    header: str | None, token: str | None
+) -> None:
+    assert bearer_token({} if header is None else {"authorization": header}) == token
+
+
+def test_over_http_the_scheme_is_read_in_any_case_and_nothing_else_authenticates(
+    server: Server, ann: Client
+) -> None:
+    token = ann.http.headers["authorization"].partition(" ")[2]
+    notebook = _open(ann, "scheme-case.pdf", "run-1")["notebook"]["id"]
+    path = f"{server.url}/v1/notebooks/{notebook}"
+    for header in (f"bearer {token}", f"BEARER   {token}"):
+        assert httpx.get(path, headers={"Authorization": header}).status_code == 200
+    for header in (f"Basic {token}", "Bearer", f"Bearer{token}", f"Token {token}"):
+        answer = httpx.get(path, headers={"Authorization": header})
+        assert answer.status_code == 401, header
+        assert answer.json()["error"]["code"] == "unauthenticated"
 
 
 def test_the_whole_flow_over_http(server: Server, ann: Client) -> None:

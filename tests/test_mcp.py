@@ -706,6 +706,17 @@ def test_over_http_malformed_requests_are_answered_and_the_endpoint_keeps_servin
     assert (
         unauthenticated.json()["result"]["structuredContent"]["error"]["code"] == "unauthenticated"
     )
+    # The scheme is read in any case (the parser HTTP and the panel use too).
+    lower = post(
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "query", "arguments": {"question": "current_notes"}},
+        },
+        Authorization=f"bearer  {token}",
+    )
+    assert "error" not in lower.json()["result"]["structuredContent"], lower.text
 
     async def scenario() -> None:
         async with http_client(http_url, token) as client:

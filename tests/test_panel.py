@@ -389,6 +389,8 @@ def test_owner_from_request_takes_the_bearer_then_the_cookie_on_reads_only(world
     client = TestClient(app)
     bearer = {"authorization": f"Bearer {world.tokens['bob']}"}
     assert client.get("/who", headers=bearer).json() == {"owner": "bob"}
+    lower = {"authorization": f"bearer  {world.tokens['bob']} "}
+    assert client.get("/who", headers=lower).json() == {"owner": "bob"}
     client.cookies.set(SESSION_COOKIE, session)
     assert client.get("/who").json() == {"owner": "alice"}
     assert client.get("/who", headers={"authorization": "Bearer oho_wrong"}).json() == {

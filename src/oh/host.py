@@ -18,7 +18,7 @@ import hmac
 import logging
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ from oh.tools import Caller, RecallService, Tools
 if TYPE_CHECKING:  # oh.recall brings numpy; a host without recall never imports it
     from oh.recall.background import CatchUpPass, CatchUpWorker, DeadlineRecall, ShadowRecall
 
-__all__ = ["Host", "HostSettings", "MemoryCard", "Metrics"]
+__all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "bearer_token"]
 
 logger = logging.getLogger("oh.host")
 
@@ -156,6 +156,15 @@ class Metrics:
 
 def _token_hash(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def bearer_token(headers: Mapping[str, str]) -> str | None:
+    """The credential of an ``Authorization: Bearer <token>`` header (the scheme in any case,
+    the token stripped); None when the header is missing, names another scheme or carries no
+    token. HTTP, MCP over HTTP and the panel read a request's credential with this alone."""
+    scheme, _, token = headers.get("authorization", "").partition(" ")
+    token = token.strip()
+    return token if token and scheme.lower() == "bearer" else None
 
 
 class Host:

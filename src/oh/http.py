@@ -35,7 +35,7 @@ from oh.errors import (
     StorageUnavailable,
     UnsupportedMediaType,
 )
-from oh.host import Host, MemoryCard
+from oh.host import Host, MemoryCard, bearer_token
 from oh.panel import owner_from_request, panel_router
 from oh.schemas import (
     ARGUMENTS,
@@ -199,12 +199,6 @@ def _body_doc(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, **_json(schema)}}
 
 
-def _bearer(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 def _is_json(content_type: str) -> bool:
     media = content_type.partition(";")[0].strip().lower()
     return media == "application/json" or (
@@ -355,7 +349,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         return await asyncio.to_thread(fn, *args)
 
     def owner_of(request: Request) -> str:
-        return host.owner(_bearer(request))
+        return host.owner(bearer_token(request.headers))
 
     # -- documents ------------------------------------------------------------------------
 
@@ -527,7 +521,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     )
     async def bootstrap(notebook_id: str, request: Request) -> Response:
         async def go() -> Response:
-            body = await blocking(host.bootstrap, _bearer(request), notebook_id)
+            body = await blocking(host.bootstrap, bearer_token(request.headers), notebook_id)
             return _result(body)
 
         return await run(go)
@@ -539,7 +533,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
                 async def go() -> Response:
                     arguments = await _body(request)
                     body = await blocking(
-                        host.call_tool, _bearer(request), tool, arguments, notebook_id
+                        host.call_tool, bearer_token(request.headers), tool, arguments, notebook_id
                     )
                     return _result(body)
 

@@ -48,7 +48,7 @@ from starlette.types import ASGIApp
 from oh._version import __version__
 from oh.core.canonical import MAX_INPUT_DEPTH, nested_deeper_than, parse_input
 from oh.errors import InvalidArgument, NotFound, StorageUnavailable
-from oh.host import Host
+from oh.host import Host, bearer_token
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.tools import TOOL_NAMES
 
@@ -250,13 +250,6 @@ def _output_schema(tool: str) -> dict[str, Any]:
     return schema
 
 
-def _bearer(request: Request) -> str | None:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "bearer":
-        return None
-    return token.strip() or None
-
-
 def _result(body: dict[str, Any]) -> types.CallToolResult:
     # ensure_ascii keeps the text content plain ASCII whatever the agent sent.
     return types.CallToolResult(
@@ -278,7 +271,7 @@ class _Adapter:
 
     def token(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         if isinstance(ctx.request, Request):
-            return _bearer(ctx.request)
+            return bearer_token(ctx.request.headers)
         return self.agent_token
 
     async def call(

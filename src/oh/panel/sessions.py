@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from oh.errors import Unauthenticated
+from oh.host import bearer_token
 
 if TYPE_CHECKING:
     from fastapi import Request
@@ -35,7 +36,6 @@ __all__ = [
     "SESSION_LIFETIME",
     "PanelSession",
     "PanelSessions",
-    "bearer_token",
     "owner_from_request",
 ]
 
@@ -125,12 +125,6 @@ class PanelSessions:
         return hmac.compare_digest(submitted or "", self.login_csrf(nonce))
 
 
-def bearer_token(request: Request) -> str | None:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
-
-
 def owner_from_request(host: Host, request: Request) -> str:
     """The owner a request authenticates: the bearer header if there is one, else the panel's
     session cookie; ``unauthenticated`` otherwise.
@@ -139,7 +133,7 @@ def owner_from_request(host: Host, request: Request) -> str:
     The cookie counts only for GET and HEAD: a cookie is sent by the browser on its own, so
     routes that change something must require a bearer token or the panel's CSRF-checked forms.
     """
-    token = bearer_token(request)
+    token = bearer_token(request.headers)
     if token is not None:
         return host.owner(token)
     if request.method in SAFE_METHODS:
