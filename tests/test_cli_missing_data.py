@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from oh.cli import main
+from oh.config import is_postgres_url
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 
@@ -112,6 +113,55 @@ def test_a_database_file_that_does_not_exist_is_refused_and_nothing_is_created(
     assert line.endswith(
         f": not_found: database {missing} does not exist"
         " (only oh serve and oh token create start one)"
+    )
+    assert _tree(tmp_path) == set()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://oh_app:s3cret@db.internal:5432/oh",
+        "postgres://oh_app@db.internal/oh",
+        "postgresql:///oh?host=/run/postgresql",
+        "postgres://",
+    ],
+)
+def test_a_postgresql_url_starts_with_postgresql_or_postgres_then_two_slashes(url: str) -> None:
+    assert is_postgres_url(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        None,
+        "",
+        "postgres",
+        "postgresql",
+        "postgresql:oh",
+        "postgres:/db/oh",
+        "POSTGRESQL://oh_app@db.internal/oh",  # libpq reads the scheme in lower case only
+        "Postgres://oh_app@db.internal/oh",
+        " postgresql://oh_app@db.internal/oh",
+        "file:postgresql://oh_app@db.internal/oh",
+        "libsql:postgres://x",
+        "oh-data/memory.db",
+    ],
+)
+def test_anything_else_is_not_a_postgresql_url(url: str | None) -> None:
+    assert not is_postgres_url(url)
+
+
+def test_a_bare_postgres_is_a_file_name_and_an_upper_case_scheme_has_no_backend(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert _refused(["verify", "--memory-url", "postgres"], capsys, monkeypatch) == (
+        "oh verify: not_found: database postgres does not exist"
+        " (only oh serve and oh token create start one)"
+    )
+    upper = ["verify", "--memory-url", "POSTGRESQL://oh_app@db.internal/oh"]
+    assert _refused(upper, capsys, monkeypatch) == (
+        "oh verify: invalid_argument: no storage backend for POSTGRESQL:// URLs in this install"
     )
     assert _tree(tmp_path) == set()
 

@@ -135,7 +135,10 @@ def _make_directory(directory: Path) -> None:
 
 
 def is_postgres_url(url: str | None) -> bool:
-    return url is not None and url.split("://", 1)[0] in ("postgres", "postgresql")
+    """Whether ``url`` names a PostgreSQL database: it starts ``postgresql://`` or
+    ``postgres://``, exactly as libpq reads a connection URI (lower case only). Anything else,
+    a bare ``postgres`` included, is for the embedded backend to take as a path or refuse."""
+    return url is not None and url.startswith(("postgresql://", "postgres://"))
 
 
 def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -> MemoryStore:

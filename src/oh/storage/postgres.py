@@ -60,7 +60,6 @@ __all__ = [
     "PostgresDatabase",
     "PostgresMemoryStore",
     "PostgresPurgeAccess",
-    "is_postgres_url",
     "migrate",
     "open_postgres_memory",
     "open_postgres_purge",
@@ -775,11 +774,6 @@ class PostgresPurgeAccess:
 
 
 # -- opening by URL ----------------------------------------------------------------------------
-
-
-def is_postgres_url(url: str | None) -> bool:
-    """Whether ``url`` names a PostgreSQL database (``postgresql://`` or ``postgres://``)."""
-    return url is not None and url.startswith(("postgresql://", "postgres://"))
 
 
 def open_postgres_memory(url: str, **options: Any) -> PostgresMemoryStore:
