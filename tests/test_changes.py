@@ -35,7 +35,6 @@ from oh.core.changes import (
     parse_changes,
     parse_request_id,
     replay,
-    stored_record,
 )
 from oh.core.records import Record, StoredRecord
 from oh.errors import AlreadyExists, InvalidArgument, NotFound, TooManyChanges
@@ -488,7 +487,7 @@ def test_each_entry_carries_the_hash_of_the_previous_one() -> None:
 def test_fold_add_stores_the_record_with_the_entry_stamps() -> None:
     state: dict[str, StoredRecord] = {}
     entry = make_entry(1, [add("lead:a", "first", supports=["lead:z"])], genesis_hash(NOTEBOOK))
-    fold(state, entry, stored_record)
+    fold(state, [entry], StoredRecord)
     rec = Record.parse(record_json("lead:a", "first", supports=["lead:z"]))
     assert state == {
         "lead:a": StoredRecord(
@@ -508,8 +507,8 @@ def test_fold_replace_gives_the_name_new_content_and_stamps() -> None:
     state: dict[str, StoredRecord] = {}
     first = make_entry(1, [add("lead:a", "first"), add("lead:b")], genesis_hash(NOTEBOOK))
     second = make_entry(2, [replace("lead:a", "second")], first.hash, author="agent:run-2")
-    fold(state, first, stored_record)
-    fold(state, second, stored_record)
+    fold(state, [first], StoredRecord)
+    fold(state, [second], StoredRecord)
     assert state["lead:a"].verified_content()["text"] == "second"
     assert (state["lead:a"].version, state["lead:a"].author) == (2, "agent:run-2")
     assert state["lead:b"].version == 1
@@ -518,8 +517,8 @@ def test_fold_replace_gives_the_name_new_content_and_stamps() -> None:
 def test_fold_remove_deletes_the_name() -> None:
     state: dict[str, StoredRecord] = {}
     first = make_entry(1, [add("lead:a"), add("lead:b")], genesis_hash(NOTEBOOK))
-    fold(state, first, stored_record)
-    fold(state, make_entry(2, [remove("lead:a")], first.hash), stored_record)
+    fold(state, [first], StoredRecord)
+    fold(state, [make_entry(2, [remove("lead:a")], first.hash)], StoredRecord)
     assert set(state) == {"lead:b"}
 
 
@@ -540,7 +539,7 @@ def test_replaying_the_log_rebuilds_the_current_records(writes: list[list[dict[s
         entry = make_entry(version, raw, prev)
         prev = entry.hash
         log.append(entry)
-        fold(state, entry, stored_record)
+        fold(state, [entry], StoredRecord)
         for change in changes:
             if isinstance(change, Remove):
                 del model[change.name]
@@ -560,21 +559,21 @@ def test_fold_keeps_what_the_caller_makes_of_each_write_and_drops_a_none() -> No
 
     def kept(*change: Any) -> str | None:
         seen.append(change)
-        name, content = change[:2]
-        return None if "lost" in str(content) else f"{name}@{change[5]}"
+        name, kind, content = change[:3]
+        assert kind == name.partition(":")[0]
+        return None if "lost" in str(content) else f"{name}@{change[6]}"
 
     state: dict[str, str] = {"lead:z": "left alone"}
-    fold(state, first, kept)
-    fold(state, second, kept)
+    fold(state, [first, second], kept)
     assert state == {"lead:c": "lead:c@1", "lead:z": "left alone"}
     # Every write, with its entry's stamps; a remove is never shown to the caller.
-    assert [(c[0], c[3], c[4], c[5]) for c in seen] == [
+    assert [(c[0], c[4], c[5], c[6]) for c in seen] == [
         ("lead:a", AUTHOR, first.written_at, 1),
         ("lead:b", AUTHOR, first.written_at, 1),
         ("lead:c", AUTHOR, first.written_at, 1),
         ("lead:b", AUTHOR, second.written_at, 2),
     ]
-    assert seen[0][1:3] == (first.changes[0].content, first.changes[0].digest)
+    assert seen[0][2:4] == (first.changes[0].content, first.changes[0].digest)
 
 
 def test_fold_sets_a_name_written_twice_in_one_entry_to_its_last_write() -> None:
@@ -582,7 +581,7 @@ def test_fold_sets_a_name_written_twice_in_one_entry_to_its_last_write() -> None
     entry = make_entry(1, [add("lead:a", "one")], genesis_hash(NOTEBOOK))
     twice = entry._replace(changes=(*entry.changes, entry.changes[0]._replace(digest="d2")))
     state: dict[str, StoredRecord] = {}
-    fold(state, twice, stored_record)
+    fold(state, [twice], StoredRecord)
     assert state["lead:a"].digest == "d2"
 
 

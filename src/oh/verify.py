@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,7 +152,7 @@ def verify_notebook(
     altered: dict[str, str] = {}
 
     def kept(
-        name: str, content: Any, digest: Any, author: str, written_at: str, version: int
+        name: str, kind: str, content: Any, digest: Any, author: str, written_at: str, version: int
     ) -> tuple[str, str, str, str, int] | None:
         if type(content) is not str or type(digest) is not str:
             return None  # reported as damaged: nothing is current under the name
@@ -160,38 +160,43 @@ def verify_notebook(
         return (written, digest, author, written_at, version)
 
     chain = LogChain(notebook_id)
-    entries = iter(store.log(notebook_id))
-    while True:
-        try:
-            entry = next(entries)
-        except StopIteration:
-            break
-        except (OhError, TypeError, ValueError, AttributeError) as exc:
-            problem("damaged", f"the log could not be read past entry {chain.version}: {exc}")
-            break
-        version = entry.version
-        report.entries += 1
-        broken = chain.follow(entry)
-        if broken is not None:
-            if broken.misplaced:
-                problem("version", f"log entry {version} found where {broken.expected} belongs")
-            if broken.detached:
-                problem("chain", f"entry {version} does not follow the entry before it")
-            if broken.altered:
-                problem("chain", f"entry {version} was altered (its hash does not match)")
-        for op, name, content, digest in entry.changes:
-            if op != "remove" and (type(content) is not str or type(digest) is not str):
-                problem("damaged", f"entry {version}: {name} lost its content or digest")
-            elif content is not None and not matches_digest(content, digest):
-                problem("digest", f"entry {version}: {name} does not match its digest")
-                if op != "remove":
-                    altered[name] = sha256_hex(content)
-                    continue
-            elif content is not None and not _is_canonical(content):
-                problem("canonical", f"entry {version}: {name} is not canonical")
-            if altered:
-                altered.pop(name, None)
-        fold(state, entry, kept)
+
+    def checked() -> Iterator[LogEntry]:
+        """The log, each entry checked (chain, digests, canonical form) before it is folded."""
+        entries = iter(store.log(notebook_id))
+        while True:
+            try:
+                entry = next(entries)
+            except StopIteration:
+                break
+            except (OhError, TypeError, ValueError, AttributeError) as exc:
+                problem("damaged", f"the log could not be read past entry {chain.version}: {exc}")
+                break
+            version = entry.version
+            report.entries += 1
+            broken = chain.follow(entry)
+            if broken is not None:
+                if broken.misplaced:
+                    problem("version", f"log entry {version} found where {broken.expected} belongs")
+                if broken.detached:
+                    problem("chain", f"entry {version} does not follow the entry before it")
+                if broken.altered:
+                    problem("chain", f"entry {version} was altered (its hash does not match)")
+            for op, name, content, digest in entry.changes:
+                if op != "remove" and (type(content) is not str or type(digest) is not str):
+                    problem("damaged", f"entry {version}: {name} lost its content or digest")
+                elif content is not None and not matches_digest(content, digest):
+                    problem("digest", f"entry {version}: {name} does not match its digest")
+                    if op != "remove":
+                        altered[name] = sha256_hex(content)
+                        continue
+                elif content is not None and not _is_canonical(content):
+                    problem("canonical", f"entry {version}: {name} is not canonical")
+                if altered:
+                    altered.pop(name, None)
+            yield entry
+
+    fold(state, checked(), kept)
     if notebook.version != chain.version:
         problem("head", f"notebook says version {notebook.version}; log ends at {chain.version}")
     if notebook.head_hash != chain.head:
@@ -424,14 +429,14 @@ def _check_answers(
                 )
 
     def note(
-        name: str, content: Any, digest: Any, author: str, written_at: str, version: int
+        name: str, kind: str, content: Any, digest: Any, author: str, written_at: str, version: int
     ) -> Entry | None:
         if type(name) is not str or type(digest) is not str:
             return notes.get(name)  # damage, reported by the log pass: the note stays as it was
         found = links.get(digest)
         if found is None:
             found = links[digest] = _links_of(content)
-        return Entry("note", name, kind_of(name), digest, *found)
+        return Entry("note", name, kind, digest, *found)
 
     if 0 in due:
         recompute(0)
@@ -439,7 +444,7 @@ def _check_answers(
         for entry in store.log(notebook.id):
             if not due:
                 break
-            fold(notes, entry, note)
+            fold(notes, (entry,), note)
             logged.append(
                 entry._replace(changes=tuple(c._replace(content=None) for c in entry.changes))
             )

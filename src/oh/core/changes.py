@@ -43,7 +43,6 @@ __all__ = [
     "parse_changes",
     "parse_request_id",
     "replay",
-    "stored_record",
 ]
 
 MAX_CHANGES = 64
@@ -431,40 +430,39 @@ class LogChain:
 
 
 V = TypeVar("V")
-# What ``fold`` keeps for a write: (name, content, digest, author, written_at, version) of the
-# change and its entry -> the value current under the name, or None for nothing.
-Kept = Callable[[str, str | None, str | None, str, str, int], V | None]
+# What ``fold`` keeps for a write: (name, kind, content, digest, author, written_at, version) of
+# the change and its entry -> the value current under the name, or None for nothing. The order is
+# ``StoredRecord``'s, so the class itself is what ``replay`` keeps. Values come as the log holds
+# them: a damaged log may hold any type (and a name that is no text has the kind None).
+Kept = Callable[[Any, Any, Any, Any, Any, Any, Any], V | None]
 
 
-def fold(state: dict[str, V], entry: LogEntry, kept: Kept[V]) -> None:
-    """Apply one log entry to a name → value map, the derived current table.
+def fold(state: dict[str, V], entries: Iterable[LogEntry], kept: Kept[V]) -> None:
+    """Apply log entries, in order, to a name → value map: the derived current table.
 
     A remove drops its name; an add or a replace sets it to what ``kept`` makes of the change,
     or drops it when that is None (a write whose content is lost leaves nothing current).
     ``replay`` keeps ``StoredRecord`` values; verify keeps hashes and stamps, and the views of
-    past versions keep their entries.
+    past versions keep their entries. It takes a stream so that a whole log is one call: the
+    replay of a log is on the path of ``verify`` and ``rebuild``.
     """
-    _, version, _, _, author, written_at, changes, _, _ = entry
-    for op, name, content, digest in changes:
-        value = None if op == "remove" else kept(name, content, digest, author, written_at, version)
-        if value is None:
-            state.pop(name, None)
-        else:
-            state[name] = value
-
-
-def stored_record(
-    name: str, content: str | None, digest: str | None, author: str, written_at: str, version: int
-) -> StoredRecord:
-    """The current record a write leaves: what ``replay`` keeps."""
-    assert content is not None and digest is not None
-    kind = name.partition(":")[0]  # ``kind_of``, inlined: a replay makes one record per write
-    return StoredRecord(name, kind, content, digest, author, written_at, version)
+    for _, version, _, _, author, written_at, changes, _, _ in entries:
+        for op, name, content, digest in changes:
+            if op == "remove":
+                state.pop(name, None)
+                continue
+            # ``kind_of``, inlined (a fold keeps one value per write); a damaged log's name may be
+            # no text at all, and has no kind
+            kind = name.partition(":")[0] if type(name) is str else None
+            value = kept(name, kind, content, digest, author, written_at, version)
+            if value is None:
+                state.pop(name, None)
+            else:
+                state[name] = value
 
 
 def replay(entries: Iterable[LogEntry]) -> dict[str, StoredRecord]:
     """Fold a log from the start into the current records it implies."""
     state: dict[str, StoredRecord] = {}
-    for entry in entries:
-        fold(state, entry, stored_record)
+    fold(state, entries, StoredRecord)
     return state

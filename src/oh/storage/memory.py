@@ -29,7 +29,6 @@ from oh.core.changes import (
     RememberResult,
     fold,
     genesis_hash,
-    stored_record,
 )
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
@@ -298,7 +297,7 @@ class InMemoryStore:
                 case Write(entry, result):
                     # Every check has passed: from here on nothing can fail.
                     database.log.setdefault(notebook_id, {})[request_id] = entry
-                    fold(database.records.setdefault(notebook_id, {}), entry, stored_record)
+                    fold(database.records.setdefault(notebook_id, {}), (entry,), StoredRecord)
                     database.notebooks[notebook_id] = row._replace(
                         version=entry.version, head_hash=entry.hash
                     )
@@ -456,7 +455,7 @@ class InMemoryStore:
                 if entry.request_id in log:
                     raise AlreadyExists(f"request_id {entry.request_id!r} is in the log twice")
                 log[entry.request_id] = entry
-                fold(records, entry, stored_record)
+                fold(records, (entry,), StoredRecord)
             if log and state != "open":
                 raise Purged(f"notebook {notebook.id} is not open: it cannot hold log entries")
             self.database.notebooks[notebook.id] = _stored(kept, seal)

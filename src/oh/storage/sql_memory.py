@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from oh.core.answers import Answer
-from oh.core.changes import LogEntry, fold, genesis_hash, stored_record
+from oh.core.changes import LogEntry, fold, genesis_hash
 from oh.core.clock import utc_text
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord
@@ -216,7 +216,7 @@ class SqlMemoryStore(SqlMemoryBackend):
             state: dict[str, StoredRecord] = {}
             for entry in entries:
                 self._log_entry(conn, notebook.id, entry)
-                fold(state, entry, stored_record)
+                fold(state, (entry,), StoredRecord)
             self._insert_records(conn, notebook.id, list(state.values()))
             seal = row_seal(*identity, *times, notebook.purged_at)
             head = (notebook.version, notebook.head_hash, stored, notebook.purged_at, seal)
