@@ -499,3 +499,57 @@ def test_oh_mcp_over_stdio_reads_each_line_as_http_reads_a_body(tmp_path: Path) 
     assert "duplicate" in answers[2]["result"]["structuredContent"]["error"]["message"]
     assert "UTF-8" in answers[4]["result"]["structuredContent"]["error"]["message"]
     assert answers[5]["result"]["structuredContent"]["version"] == 1
+
+
+def test_a_bug_is_answered_as_storage_unavailable_and_counted_as_a_bug(served: Served) -> None:
+    """An exception Oh did not expect, in a tool and in an owner route, on every transport: the
+    caller gets ``storage_unavailable`` (the public codes have none for a bug), nothing crashes,
+    and the metrics count it as ``bug``, never among genuine storage failures."""
+    tools = served.host.tools
+
+    def broken(*_: Any) -> dict[str, Any]:
+        raise TypeError("a bug in the read tool")
+
+    tools.read = broken  # type: ignore[method-assign]
+    arguments = b'{"name":"note:a"}'
+    calls = {
+        "http": over_http(served, *_agent(served, "http")),
+        "mcp": over_mcp(served, _agent(served, "mcp")[1]),
+        "host": over_the_library(served, _agent(served, "host")[1]),
+    }
+    for transport, call in calls.items():
+        body = call("read", arguments)
+        assert body == {
+            "error": {"code": "storage_unavailable", "message": "internal error: TypeError"}
+        }, transport
+    # The library's own entry point, without Host: its catch-all gives the same body.
+    notebook_id, _ = _agent(served, "library")
+    caller = served.host.caller(served.host.agent_token(notebook_id), notebook_id)
+    assert tools.call(caller, "read", {"name": "note:a"}) == body
+    with pytest.raises(TypeError):
+        tools.run(caller, "read", {"name": "note:a"})  # what a caller who wants the raise uses
+    response = httpx.post(
+        f"{served.url}/v1/notebooks/{notebook_id}/tools/read",
+        content=arguments,
+        headers={
+            "Authorization": f"Bearer {served.host.agent_token(notebook_id)}",
+            "Content-Type": "application/json",
+        },
+    )
+    assert response.status_code == 503
+
+    # An owner route: a bare OhError (no code of its own) is a bug too.
+    def no_code(*_: Any) -> Any:
+        raise OhError("raised without a code")
+
+    served.host.knowledge_at = no_code  # type: ignore[method-assign]
+    owner = served.host.create_owner_token("ann")
+    response = httpx.get(f"{served.url}/v1/knowledge", headers={"Authorization": f"Bearer {owner}"})
+    assert response.status_code == 503
+    assert response.json() == {
+        "error": {"code": "storage_unavailable", "message": "internal error: OhError"}
+    }
+    metrics = httpx.get(f"{served.url}/metrics").text
+    assert 'oh_tool_calls_total{tool="read",outcome="bug"} 4' in metrics
+    assert 'outcome="storage_unavailable"' not in metrics
+    assert 'oh_events_total{event="bug"} 1' in metrics

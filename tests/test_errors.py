@@ -70,3 +70,22 @@ def test_every_code_is_documented_with_its_status() -> None:
     table = (Path(__file__).resolve().parents[1] / "docs" / "tools.md").read_text()
     documented = dict(re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \|", table, re.MULTILINE))
     assert {code: int(status) for code, status in documented.items()} == CODES
+
+
+def test_a_bug_is_public_as_storage_unavailable_and_counted_apart() -> None:
+    from oh.errors import Bug, NotFound, StorageUnavailable, public_error
+
+    found = NotFound("no such thing")
+    assert public_error(found) is found
+    for raised in (TypeError("x"), KeyError("k"), OhError("no code of its own")):
+        error = public_error(raised)
+        assert isinstance(error, Bug) and isinstance(error, StorageUnavailable)
+        assert error.to_json() == {
+            "error": {
+                "code": "storage_unavailable",
+                "message": f"internal error: {type(raised).__name__}",
+            }
+        }
+        assert (error.http_status, error.outcome) == (503, "bug")
+    assert OhError("bare").http_status == 503  # ``internal`` has a status: what a Bug answers
+    assert StorageUnavailable("down").outcome == "storage_unavailable"

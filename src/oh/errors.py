@@ -20,8 +20,15 @@ Every error a caller of Oh can see is an ``OhError``. Each class carries a stabl
     ├── Purged                   purged               410
     ├── IntegrityError           integrity            500  (stored data was damaged)
     └── StorageUnavailable       storage_unavailable  503
+        └── Bug                  storage_unavailable  503  (an unexpected exception; see below)
 
 A ``stale`` write is not an error: ``remember`` answers it as a refusal result (SPEC §2).
+
+An exception Oh did not expect is a bug. The public codes have none for it, so a caller gets
+``storage_unavailable`` (503), which is also what an ``OhError`` raised without a code of its own
+(``internal``) answers; the catch-all of each transport turns either into a ``Bug`` with
+``public_error``, logs it, and counts it under the outcome ``bug``, so a bug never hides among
+genuine storage failures in the metrics.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from typing import Any, ClassVar
 __all__ = [
     "HTTP_STATUS",
     "AlreadyExists",
+    "Bug",
     "Expired",
     "Forbidden",
     "IntegrityError",
@@ -48,6 +56,7 @@ __all__ = [
     "UnknownQuestion",
     "UnsupportedMediaType",
     "error_for_code",
+    "public_error",
 ]
 
 
@@ -63,7 +72,12 @@ class OhError(Exception):
 
     @property
     def http_status(self) -> int:
-        return HTTP_STATUS[self.code]
+        return HTTP_STATUS.get(self.code, 503)  # ``internal``: a bug, answered as a Bug is
+
+    @property
+    def outcome(self) -> str:
+        """What the metrics count this error as: its code, ``bug`` for a ``Bug``."""
+        return self.code
 
     def to_json(self) -> dict[str, Any]:
         """The public error body: ``{"error": {"code", "message", ...details}}``."""
@@ -136,6 +150,14 @@ class StorageUnavailable(OhError):
     code = "storage_unavailable"
 
 
+class Bug(StorageUnavailable):
+    """An exception Oh did not expect, as its caller sees it (``storage_unavailable``)."""
+
+    @property
+    def outcome(self) -> str:
+        return "bug"
+
+
 HTTP_STATUS: dict[str, int] = {
     "invalid_argument": 400,
     "too_many_changes": 400,
@@ -176,6 +198,14 @@ _BY_CODE: dict[str, type[OhError]] = {
         StorageUnavailable,
     )
 }
+
+
+def public_error(exc: Exception) -> OhError:
+    """The error a caller is answered with for ``exc``: an ``OhError`` with a public code is
+    itself; anything else (including an ``OhError`` raised without a code) is a ``Bug``."""
+    if isinstance(exc, OhError) and exc.code in HTTP_STATUS:
+        return exc
+    return Bug(f"internal error: {type(exc).__name__}")
 
 
 def error_for_code(code: str, message: str, **details: Any) -> OhError:

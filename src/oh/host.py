@@ -27,7 +27,15 @@ from oh.core.canonical import input_value
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
 from oh.core.notebook import Notebook
-from oh.errors import Forbidden, InvalidArgument, NotFound, OhError, Unauthenticated
+from oh.errors import (
+    Bug,
+    Forbidden,
+    InvalidArgument,
+    NotFound,
+    OhError,
+    Unauthenticated,
+    public_error,
+)
 from oh.knowledge import Knowledge
 from oh.notebooks import DEFAULT_LIFETIME, Notebooks
 from oh.profiles import Profiles
@@ -128,7 +136,8 @@ class Metrics:
                 lines.append(f'oh_tool_call_seconds_sum{{tool="{tool}"}} {self.seconds[tool]:.6f}')
                 lines.append(f'oh_tool_call_seconds_count{{tool="{tool}"}} {count}')
             lines += [
-                "# HELP oh_events_total Notebooks opened and forgotten, documents removed.",
+                "# HELP oh_events_total Notebooks opened and forgotten, documents removed, and bugs"
+                " (unexpected errors outside tool calls, which count them as outcome bug).",
                 "# TYPE oh_events_total counter",
             ]
             for event, count in sorted(self.events.items()):
@@ -455,15 +464,15 @@ class Host:
         started = self.clock()
         try:
             caller = self.caller(token, notebook_id)
-        except OhError as exc:
-            self.metrics.tool(tool, exc.code, 0.0)
-            return exc.to_json()
-        result = self.tools.call(caller, tool, arguments)
+            result = self.tools.run(caller, tool, arguments)
+        except Exception as exc:  # the catch-all of HTTP's and MCP's tool calls
+            error = public_error(exc)
+            if isinstance(error, Bug):
+                logger.exception("tool %s failed unexpectedly", tool)
+            self.metrics.tool(tool, error.outcome, (self.clock() - started).total_seconds())
+            return error.to_json()
         elapsed = (self.clock() - started).total_seconds()
-        if "error" in result:
-            outcome = result["error"]["code"]
-        else:
-            outcome = result.get("status", "ok") if tool == "remember" else "ok"
+        outcome = result.get("status", "ok") if tool == "remember" else "ok"
         self.metrics.tool(tool, outcome, elapsed)
         if tool == "remember" and result.get("status") == "applied":
             self._card(

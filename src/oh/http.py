@@ -28,12 +28,13 @@ from oh.core.canonical import MAX_SAFE_INTEGER, parse_input
 from oh.core.identifiers import CONTROL_CHARACTERS, identifier_schema
 from oh.errors import (
     HTTP_STATUS,
+    Bug,
     InvalidArgument,
     MethodNotAllowed,
     NotFound,
     OhError,
-    StorageUnavailable,
     UnsupportedMediaType,
+    public_error,
 )
 from oh.host import Host, MemoryCard, bearer_token
 from oh.panel import owner_from_request, panel_router
@@ -339,11 +340,12 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
             return _error_response(
                 InvalidArgument(f"request body over {MAX_BODY_BYTES} bytes", limit=MAX_BODY_BYTES)
             )
-        except OhError as exc:
-            return _error_response(exc)
-        except Exception:
-            logger.exception("unexpected error")
-            return _error_response(StorageUnavailable("the server could not complete this"))
+        except Exception as exc:  # this transport's catch-all (tool calls have Host's)
+            error = public_error(exc)
+            if isinstance(error, Bug):
+                logger.exception("unexpected error")
+                host.metrics.count("bug")
+            return _error_response(error)
 
     async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)

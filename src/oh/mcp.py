@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -47,7 +46,7 @@ from starlette.types import ASGIApp
 
 from oh._version import __version__
 from oh.core.canonical import MAX_INPUT_DEPTH, nested_deeper_than, parse_input
-from oh.errors import InvalidArgument, NotFound, StorageUnavailable
+from oh.errors import InvalidArgument, NotFound
 from oh.host import Host, bearer_token
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.tools import TOOL_NAMES
@@ -65,7 +64,6 @@ __all__ = [
     "tool_names",
 ]
 
-logger = logging.getLogger("oh.mcp")
 
 BOOTSTRAP_URI = "oh://bootstrap"
 AGENT_TOKEN_ENV = "OH_AGENT_TOKEN"  # noqa: S105 - the variable's name, not a secret
@@ -279,15 +277,11 @@ class _Adapter:
     ) -> dict[str, Any]:
         """Run ``tool`` (or the bootstrap) for the caller of this request."""
         token = self.token(ctx)
-        try:
-            # Host and storage block; the event loop keeps serving other agents meanwhile.
-            return await anyio.to_thread.run_sync(
-                self.host.call_tool, token, tool, arguments, self.notebook_id
-            )
-        except Exception as exc:
-            # Host.call_tool turns every error into a body; this is the guard against a bug.
-            logger.exception("MCP call of %s failed unexpectedly", tool)
-            return StorageUnavailable(f"internal error: {type(exc).__name__}").to_json()
+        # Host and storage block; the event loop keeps serving other agents meanwhile.
+        # Host.call_tool turns every error into a body: it is this transport's catch-all.
+        return await anyio.to_thread.run_sync(
+            self.host.call_tool, token, tool, arguments, self.notebook_id
+        )
 
     # -- tools ----------------------------------------------------------------------------
 

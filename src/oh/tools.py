@@ -22,7 +22,13 @@ from oh.core.canonical import canonical_text
 from oh.core.changes import Change, Remove
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
 from oh.core.notebook import Notebook, check_writable
-from oh.errors import InvalidArgument, NotFound, OhError, StorageUnavailable, TokenExpired
+from oh.errors import (
+    Bug,
+    InvalidArgument,
+    NotFound,
+    TokenExpired,
+    public_error,
+)
 from oh.profiles import Profiles, Schema
 from oh.query import TokenSigner, ask, describe
 from oh.schemas import Explain, Query, Read, Recall, Remember, parse_arguments
@@ -96,7 +102,22 @@ class Tools:
     # -- dispatch -------------------------------------------------------------------------
 
     def call(self, caller: Caller, tool: str, arguments: Any) -> dict[str, Any]:
-        """Run one tool; every failure comes back as ``{"error": {"code", "message"}}``."""
+        """Run one tool; every failure comes back as ``{"error": {"code", "message"}}``.
+
+        The library's catch-all: a bug must not become a crash in the agent's loop, so it is
+        logged for the operator and answered as ``storage_unavailable`` (``oh.errors.Bug``).
+        ``Host.call_tool``, which HTTP and MCP use, has its own, which also counts it.
+        """
+        try:
+            return self.run(caller, tool, arguments)
+        except Exception as exc:
+            error = public_error(exc)
+            if isinstance(error, Bug):
+                logger.exception("tool %s failed unexpectedly", tool)
+            return error.to_json()
+
+    def run(self, caller: Caller, tool: str, arguments: Any) -> dict[str, Any]:
+        """Run one tool and return its result; a failure raises (an ``OhError`` unless a bug)."""
         try:
             if tool == "bootstrap":
                 return self.bootstrap(caller)
@@ -113,14 +134,9 @@ class Tools:
                     return self.explain(caller, parsed)
                 case Recall() as parsed:
                     return self.recall(caller, parsed)
-        except OhError as exc:
-            return exc.to_json()
         except (RecursionError, MemoryError) as exc:
-            return InvalidArgument(f"arguments too large or deep: {type(exc).__name__}").to_json()
-        except Exception as exc:
-            # A bug must not become a crash in the agent's loop; it is logged for the operator.
-            logger.exception("tool %s failed unexpectedly", tool)
-            return StorageUnavailable(f"internal error: {type(exc).__name__}").to_json()
+            raise InvalidArgument(f"arguments too large or deep: {type(exc).__name__}") from None
+        raise AssertionError(f"no parser answers {tool}")  # pragma: no cover
 
     def _open_notebook(self, caller: Caller) -> Notebook:
         """The caller's notebook, refused unless it is open; an advisory check for the write
