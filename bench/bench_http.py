@@ -99,7 +99,7 @@ def main() -> int:
                 dict(c, record={**c["record"], "name": f"note:n{start + i:04d}"})
                 for i, c in enumerate(changes)
             ]
-            version = host.memory.notebook(first_id).version
+            version = host._memory.notebook(first_id).version
             host.call_tool(
                 first_token,
                 "remember",
@@ -109,9 +109,7 @@ def main() -> int:
         query_args = {"question": "current_notes", "limit": 50}
         in_read = p50(lambda: host.call_tool(first_token, "read", read_args), runs)
         in_query = p50(lambda: host.call_tool(first_token, "query", query_args), runs)
-        host.memory.close()
-        host.knowledge.close()
-        host.registry.close()
+        host.close()
 
         port = free_port()
         server = subprocess.Popen(

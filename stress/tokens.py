@@ -173,7 +173,7 @@ def run(directory: Path, forgeries: int, seed: int) -> dict[str, Any]:
         if caller is None:
             return host.call_tool(agents[notebook], tool, arguments)
         # Another caller of the same notebook: the tools, called as another principal.
-        return host.tools.call(Caller(notebook, caller, "agent:impostor"), tool, arguments)
+        return host._tools.call(Caller(notebook, caller, "agent:impostor"), tool, arguments)
 
     tally: dict[str, list[int]] = {}  # kind -> [tried, accepted, wrong code]
     accepted_examples: list[str] = []
@@ -250,9 +250,7 @@ def run(directory: Path, forgeries: int, seed: int) -> dict[str, Any]:
             tally[label][2] += 1
             continue
         record(label, result, {"unauthenticated", "forbidden"})
-    host.memory.close()
-    host.knowledge.close()
-    host.registry.close()
+    host.close()
     tried = sum(row[0] for row in tally.values())
     accepted = sum(row[1] for row in tally.values())
     wrong = sum(row[2] for row in tally.values())

@@ -87,7 +87,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
         settings=HostSettings(recall_shadow=False),
         recall=recall,
     )
-    recall.memory = host.memory
+    recall.memory = host._memory
     endpoint = mcp_app(host)
     app = create_app(host, mcp=(endpoint.app, endpoint.lifespan))
     port = _free_port()
@@ -101,9 +101,7 @@ def served(tmp_path: Path) -> Iterator[Served]:
     yield Served(host, f"http://127.0.0.1:{port}")
     server.should_exit = True
     thread.join(timeout=20)
-    host.memory.close()
-    host.knowledge.close()
-    host.registry.close()
+    host.close()
 
 
 def _agent(served: Served, document: str) -> tuple[str, str]:
@@ -404,7 +402,7 @@ def test_a_message_the_reader_refuses_never_reaches_the_sdk_or_a_tool(served: Se
     )
     answer = httpx.post(f"{served.url}/mcp", content=doubled, headers=headers).json()
     assert answer["result"]["structuredContent"]["error"]["code"] == "invalid_argument"
-    assert served.host.memory.notebook(notebook_id).version == 0
+    assert served.host._memory.notebook(notebook_id).version == 0
     spoofed = (
         b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"read",'
         b'"arguments":{"name":"note:a"},"_meta":{"oh/refused":"fake"}}}'
@@ -428,9 +426,7 @@ def test_oh_mcp_over_stdio_reads_each_line_as_http_reads_a_body(tmp_path: Path) 
     host.register_document("ann", "doc")
     notebook, _ = host.open_notebook("ann", "doc", "run")
     token = host.agent_token(notebook.id)
-    host.memory.close()
-    host.knowledge.close()
-    host.registry.close()
+    host.close()
 
     def call(number: int, tool: str, arguments: bytes) -> bytes:
         return (
@@ -505,7 +501,7 @@ def test_a_bug_is_answered_as_storage_unavailable_and_counted_as_a_bug(served: S
     """An exception Oh did not expect, in a tool and in an owner route, on every transport: the
     caller gets ``storage_unavailable`` (the public codes have none for a bug), nothing crashes,
     and the metrics count it as ``bug``, never among genuine storage failures."""
-    tools = served.host.tools
+    tools = served.host._tools
 
     def broken(*_: Any) -> dict[str, Any]:
         raise TypeError("a bug in the read tool")

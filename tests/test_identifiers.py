@@ -78,7 +78,7 @@ def backend(
             LibsqlKnowledgeStore(directory / "mirror-knowledge.db", synchronous="NORMAL"),
         )
         yield Backend(host, *mirror)
-        for store in (host.memory, host.knowledge, host.registry, *mirror):
+        for store in (host._memory, host._knowledge, host._registry, *mirror):
             store.close()
         return
     with (
@@ -95,7 +95,7 @@ def backend(
             PostgresKnowledgeStore(mirror_schema.url()),
         )
         yield Backend(host, *mirror)
-        for store in (host.memory, host.knowledge, host.registry, *mirror):
+        for store in (host._memory, host._knowledge, host._registry, *mirror):
             store.close()
 
 
@@ -152,9 +152,9 @@ def test_every_accepted_string_round_trips_byte_exactly(
     assert written.get("status") == "applied", written
     read = host.call_tool(token, "read", {"name": "note:a"})
     assert (read["text"], read["fields"], read["author"]) == (text, {text: text}, f"agent:{run}")
-    stored = host.memory.notebook(notebook.id)
+    stored = host._memory.notebook(notebook.id)
     assert (stored.owner, stored.document, stored.run) == (owner, document, run)
-    [entry] = host.memory.log(notebook.id)
+    [entry] = host._memory.log(notebook.id)
     assert entry.request_id == request_id
     retried = host.call_tool(
         token,
@@ -175,13 +175,13 @@ def test_every_accepted_string_round_trips_byte_exactly(
     assert (reviewed["text"], reviewed["source"]) == (text, source)
     assert (reviewed["decision"]["by"], reviewed["decision"]["reason"]) == (owner, passage)
 
-    assert verify_notebook(host.memory, notebook.id).ok
-    assert verify_knowledge(host.knowledge).ok
-    notebooks = _exported(export_notebooks, host.memory, [notebook.id])
+    assert verify_notebook(host._memory, notebook.id).ok
+    assert verify_knowledge(host._knowledge).ok
+    notebooks = _exported(export_notebooks, host._memory, [notebook.id])
     import_export(io.BytesIO(notebooks), memory=backend.mirror_memory)
     assert _exported(export_notebooks, backend.mirror_memory, [notebook.id]) == notebooks
     assert verify_notebook(backend.mirror_memory, notebook.id).ok
-    knowledge = _exported(export_knowledge, host.knowledge)
+    knowledge = _exported(export_knowledge, host._knowledge)
     import_export(io.BytesIO(knowledge), knowledge=backend.mirror_knowledge, skip_existing=True)
     assert _exported(export_knowledge, backend.mirror_knowledge) == knowledge
     assert verify_knowledge(backend.mirror_knowledge).ok
@@ -205,8 +205,8 @@ def test_the_published_pattern_is_the_rule() -> None:
 
 
 def _count(host: Host) -> tuple[int, int]:
-    notebooks = len(list(host.memory.notebook_ids()))
-    entries = sum(len(list(host.memory.log(n))) for n in host.memory.notebook_ids())
+    notebooks = len(list(host._memory.notebook_ids()))
+    entries = sum(len(list(host._memory.log(n))) for n in host._memory.notebook_ids())
     return notebooks, entries
 
 
@@ -269,9 +269,9 @@ def test_every_identifier_the_api_takes_refuses_control_characters_and_writes_no
     )
     assert answer["error"]["code"] == "invalid_argument"
     assert _count(host) == before
-    assert host.knowledge.proposals(owner) == []
-    assert bad not in host.knowledge.proposal_owners()
-    assert host.registry.document_owner("doc-2") is None
+    assert host._knowledge.proposals(owner) == []
+    assert bad not in host._knowledge.proposal_owners()
+    assert host._registry.document_owner("doc-2") is None
 
 
 def test_an_import_refuses_an_identifier_with_a_control_character(tmp_path: Path) -> None:
@@ -294,12 +294,12 @@ def test_an_import_refuses_an_identifier_with_a_control_character(tmp_path: Path
             "changes": [{"op": "add", "record": {"name": "note:a", "text": "t"}}],
         },
     )
-    exported = _exported(export_notebooks, host.memory, [notebook.id])
+    exported = _exported(export_notebooks, host._memory, [notebook.id])
     edited = exported.replace(b'"request_id":"r-1"', b'"request_id":"r\\u0000-1"')
     assert edited != exported
     target = LibsqlMemoryStore(tmp_path / "target.db", synchronous="NORMAL")
     with pytest.raises(InvalidArgument, match="control character"):
         import_export(io.BytesIO(edited), memory=target)
     assert list(target.notebook_ids()) == []
-    for store in (host.memory, host.knowledge, host.registry, target):
+    for store in (host._memory, host._knowledge, host._registry, target):
         store.close()

@@ -84,9 +84,7 @@ def make_host(directory: Path, clock: Callable[[], datetime] | None = None, **op
 
 def close(host: Host) -> None:
     host.stop()
-    host.memory.close()
-    host.knowledge.close()
-    host.registry.close()
+    host.close()
 
 
 def open_run(host: Host, run: str, document: str = "doc", owner: str = "ann") -> tuple[str, str]:
@@ -182,7 +180,7 @@ def test_the_agent_gets_exactly_the_four_tools_with_the_published_schemas(
 def test_recall_is_a_fifth_tool_only_when_the_host_enables_it(host: Host, tmp_path: Path) -> None:
     recall = FakeRecall()
     recall_host = make_host(tmp_path, recall=recall, settings=HostSettings(recall_shadow=False))
-    recall.memory = recall_host.memory
+    recall.memory = recall_host._memory
     _, token = open_run(recall_host, "run-1")
 
     async def scenario() -> None:
@@ -210,7 +208,7 @@ def test_recall_is_a_fifth_tool_only_when_the_host_enables_it(host: Host, tmp_pa
 def test_in_shadow_mode_recall_shows_no_rows(tmp_path: Path) -> None:
     recall = FakeRecall()
     shadow_host = make_host(tmp_path, recall=recall)
-    recall.memory = shadow_host.memory
+    recall.memory = shadow_host._memory
     _, token = open_run(shadow_host, "run-1")
 
     async def scenario() -> None:
@@ -247,7 +245,7 @@ def test_remember_applies_once_and_an_identical_retry_returns_the_original_resul
             assert error(await client.call_tool("remember", reused)) == "request_id_reused"
 
     run(scenario)
-    assert host.memory.notebook(agent[0]).version == 1
+    assert host._memory.notebook(agent[0]).version == 1
 
 
 def test_query_read_and_explain_answer_like_the_tools(host: Host, agent: tuple[str, str]) -> None:
@@ -499,7 +497,7 @@ def test_oh_mcp_serves_one_notebook_over_stdio(tmp_path: Path) -> None:
     run(scenario)
     host = make_host(tmp_path, system_clock)
     try:
-        assert host.memory.notebook(notebook).version == 1
+        assert host._memory.notebook(notebook).version == 1
     finally:
         close(host)
 

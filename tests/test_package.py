@@ -26,6 +26,7 @@ LAYERS = {
     "storage": 2,
     "verify": 3,
     "notebooks": 3,
+    "access": 3,
     "knowledge": 3,
     "view": 3,
     "transfer": 3,
@@ -143,3 +144,49 @@ def test_the_readme_has_exactly_two_setup_commands_and_ci_runs_the_test_one() ->
     assert len(commands) == 2, commands
     ci = (ROOT / ".ci" / "run").read_text()
     assert "scripts/test" in ci and "scripts/test" in commands[1]
+
+
+def test_the_host_is_a_facade_with_no_public_store_or_service() -> None:
+    """Transports use Host's methods, each of which checks who asks; none reaches through it
+    into a store, the review service, the tools or the credentials."""
+    from oh.access import Credentials, Documents
+    from oh.host import Host
+    from oh.knowledge import Knowledge
+    from oh.notebooks import Notebooks
+    from oh.profiles import Profiles
+    from oh.storage.memory import (
+        InMemoryDatabase,
+        InMemoryHostRegistry,
+        InMemoryKnowledgeStore,
+        InMemoryStore,
+    )
+    from oh.testing.lifecycle import FakeClock
+    from oh.tools import Tools
+
+    database = InMemoryDatabase()
+    host = Host(
+        InMemoryStore(database),
+        InMemoryKnowledgeStore(database),
+        InMemoryHostRegistry(database),
+        clock=FakeClock(),
+    )
+    inner = (
+        InMemoryStore,
+        InMemoryKnowledgeStore,
+        InMemoryHostRegistry,
+        Knowledge,
+        Notebooks,
+        Profiles,
+        Tools,
+        Credentials,
+        Documents,
+    )
+    public = {name: value for name, value in vars(host).items() if not name.startswith("_")}
+    assert not [name for name, value in public.items() if isinstance(value, inner)]
+    for transport in (
+        "http.py",
+        "mcp.py",
+        *(f"panel/{p.name}" for p in (SRC / "panel").glob("*.py")),
+    ):
+        text = (SRC / transport).read_text()
+        assert not re.search(r"host\._\w+", text), transport

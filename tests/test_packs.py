@@ -1236,12 +1236,12 @@ def test_oh_profile_preview_and_install_name_the_proposals_and_notes_left_unrevi
     try:
         host.register_document("ann", "reef.pdf")
         notebook, _ = host.open_notebook("ann", "reef.pdf", "run-1")
-        write(host.memory, notebook.id, 0, "r-1", add("lead:survey", "methods missing"))
-        guess = host.review.propose(
+        write(host._memory, notebook.id, 0, "r-1", add("lead:survey", "methods missing"))
+        guess = host._review.propose(
             "ann", source=SOURCE, record={"name": "lead:guess", "text": "maybe revised"}
         )
     finally:
-        for opened in (host.memory, host.knowledge, host.registry):
+        for opened in (host._memory, host._knowledge, host._registry):
             opened.close()
     data = str(tmp_path)
     status, out = oh(capsys, "profile", "preview", "research", "--owner", "ann", "--data", data)

@@ -263,7 +263,7 @@ def test_every_form_post_without_the_csrf_token_is_forbidden(world: World) -> No
             assert answer.status_code == 403, (path, csrf)
             assert '<code class="code">forbidden</code>' in answer.text
     assert world.host.notebook("alice", opened.id).state == "open"
-    assert world.host.review.store.proposals("alice") == []
+    assert world.host.proposals("alice") == []
 
 
 def test_a_form_post_without_a_session_is_unauthenticated(world: World) -> None:
@@ -307,7 +307,7 @@ def test_another_owner_learns_nothing_and_changes_nothing(world: World) -> None:
         )
     assert bob.get(f"/panel/notebooks/{opened.id}/state").status_code == 404
     assert world.host.notebook("alice", opened.id).state == "open"
-    assert world.host.review.store.proposals("alice") == []
+    assert world.host.proposals("alice") == []
 
 
 def test_a_past_version_that_does_not_match_its_digest_is_shown_as_such_not_its_text(
@@ -417,7 +417,7 @@ def test_a_proposal_from_the_panel_carries_the_cited_passage(world: World) -> No
         },
     )
     assert answer.status_code == 303
-    [proposal] = world.host.review.store.proposals("alice")
+    [proposal] = world.host.proposals("alice")
     assert proposal.source.to_json() == {
         "document": "hughes-2018.pdf",
         "passage": "The survey omits its methods.\nSee appendix.",
@@ -437,7 +437,7 @@ def _article(html: str, anchor: str) -> str:
 def _research_world(tmp_path: Path) -> tuple[World, Opened, TestClient]:
     """alice with the Research profile installed and a notebook of notes; signed in."""
     world = World(tmp_path, clock=FakeClock())
-    world.host.profiles.install("alice", shipped_pack("research"))
+    world.host._profiles.install("alice", shipped_pack("research"))
     opened = world.open(world.owner("alice", _client(world)), "reef.pdf", "run-1", _client(world))
     statement = {"statement": "Bleaching starts near 1 °C above the summer mean"}
     opened.remember(
@@ -452,12 +452,12 @@ def _research_world(tmp_path: Path) -> tuple[World, Opened, TestClient]:
         ),
         _add("lead:guess", "maybe the 2014 dataset was revised"),
     )
-    world.host.review.propose(
+    world.host._review.propose(
         "alice",
         source=SOURCE,
         record={"name": "finding:taken", "text": "a new record", "fields": statement},
     )
-    world.host.review.propose("alice", source=SOURCE, notebook=opened.id, name="finding:mine")
+    world.host._review.propose("alice", source=SOURCE, notebook=opened.id, name="finding:mine")
     return world, opened, _sign_in(_client(world), world.tokens["alice"])
 
 
@@ -481,15 +481,15 @@ def test_propose_for_review_is_offered_only_for_notes_that_could_be_proposed_now
     mine = _article(page, "record-finding:mine")
     assert "Propose for review" not in mine
     assert "Proposed for review: <strong>pending</strong>" in mine
-    assert len(world.host.review.store.proposals("alice")) == 2
+    assert len(world.host.proposals("alice")) == 2
 
 
 def test_a_pending_proposal_a_pack_made_unacceptable_offers_only_reject(tmp_path: Path) -> None:
     world = World(tmp_path, clock=FakeClock())
-    guess = world.host.review.propose(
+    guess = world.host._review.propose(
         "alice", source=SOURCE, record={"name": "lead:guess", "text": "maybe revised"}
     )
-    world.host.profiles.install("alice", shipped_pack("research"))
+    world.host._profiles.install("alice", shipped_pack("research"))
     client = _sign_in(_client(world), world.tokens["alice"])
     page = client.get("/panel/review").text
     article = _article(page, f"proposal-{guess.id}")
@@ -503,7 +503,7 @@ def test_a_pending_proposal_a_pack_made_unacceptable_offers_only_reject(tmp_path
         data={"csrf": csrf.group(1), "decision": "reject", "reason": "no lead kind now"},
     )
     assert answer.status_code == 303
-    assert world.host.review.store.proposal(guess.id).state == "rejected"
+    assert world.host._review.store.proposal(guess.id).state == "rejected"
 
 
 # -- in a real browser -----------------------------------------------------------------------
@@ -941,7 +941,7 @@ def test_accepting_with_the_text_box_cleared_is_refused_and_changes_nothing(
     opened, owner = _carol(served, "cleared.pdf", "cleared")
     opened.remember(_add("finding:cleared", "recovery took ten years"))
     proposal_id = _propose(owner, opened.id, "finding:cleared")
-    revision = served.host.review.store.latest_revision("carol")
+    revision = served.host._review.store.latest_revision("carol")
     page = pages.new()
     _login(page, served, "carol", "/panel/review")
     for cleared in ("", "   \n "):
@@ -952,8 +952,8 @@ def test_accepting_with_the_text_box_cleared_is_refused_and_changes_nothing(
             article.get_by_role("button", name="Accept").click()
         expect(page.locator("code.code")).to_have_text("invalid_argument")
         expect(page.locator("section.error")).to_contain_text("reviewed knowledge needs text")
-        assert served.host.review.store.proposal(proposal_id).state == "pending"
-        assert served.host.review.store.latest_revision("carol") == revision
+        assert served.host._review.store.proposal(proposal_id).state == "pending"
+        assert served.host._review.store.latest_revision("carol") == revision
         page.goto(f"{served.url}/panel/review")
 
 
@@ -1082,7 +1082,7 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
     opened, owner = _carol(served, f"contrast-{scheme}.pdf", f"contrast-{scheme}")
     reviewed, pending = f"finding:reviewed-{scheme}", f"lead:pending-{scheme}"
     opened.remember(_add(reviewed, "reviewed text"), _add(pending, "to decide"))
-    served.host.review.decide(
+    served.host._review.decide(
         "carol", _propose(owner, opened.id, reviewed), decision="accept", reason="checked"
     )
     proposed = _propose(owner, opened.id, pending)

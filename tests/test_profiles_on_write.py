@@ -33,7 +33,7 @@ def host(tmp_path: Path) -> Host:
 
 def _remember(host: Host, token: str, fields: object, name: str = "publication_version:a") -> dict:
     notebook_id = host.agent(token)
-    version = host.memory.notebook(notebook_id).version
+    version = host._memory.notebook(notebook_id).version
     return host.call_tool(
         token,
         "remember",
@@ -52,7 +52,7 @@ def test_until_a_profile_is_installed_fields_are_only_canonical_json(host: Host)
 
 
 def test_notes_of_an_installed_kind_are_checked_and_canonicalized(host: Host) -> None:
-    host.profiles.install("ann", shipped_pack("research"))
+    host._profiles.install("ann", shipped_pack("research"))
     notebook, _ = host.open_notebook("ann", "doc", "run-1")
     token = host.agent_token(notebook.id)
     refused = _remember(host, token, {**DOI, "doi": "not a doi"})
@@ -68,32 +68,32 @@ def test_notes_of_an_installed_kind_are_checked_and_canonicalized(host: Host) ->
 
 def test_a_notebook_checks_against_the_profiles_at_its_pin(host: Host) -> None:
     early, _ = host.open_notebook("ann", "doc", "run-early")
-    host.profiles.install("ann", shipped_pack("research"))
+    host._profiles.install("ann", shipped_pack("research"))
     token = host.agent_token(early.id)
     assert _remember(host, token, {**DOI, "doi": "not a doi"})["status"] == "applied"
 
 
 def test_reviewed_records_use_installed_kinds_with_valid_fields(host: Host) -> None:
-    host.profiles.install("ann", shipped_pack("research"))
+    host._profiles.install("ann", shipped_pack("research"))
     with pytest.raises(InvalidArgument):
-        host.review.propose("ann", source=SOURCE, record={"name": "lead:x", "text": "guess"})
+        host._review.propose("ann", source=SOURCE, record={"name": "lead:x", "text": "guess"})
     with pytest.raises(InvalidArgument):
-        host.review.propose(
+        host._review.propose(
             "ann",
             source=SOURCE,
             record={"name": "publication_version:a", "text": "x", "fields": {**DOI, "doi": "bad"}},
         )
-    proposal = host.review.propose(
+    proposal = host._review.propose(
         "ann", source=SOURCE, record={"name": "publication_version:a", "text": "x", "fields": DOI}
     )
     with pytest.raises(InvalidArgument):
-        host.review.decide(
+        host._review.decide(
             "ann",
             proposal.id,
             decision="accept",
             reason="r",
             record={"name": "publication_version:a", "text": "x", "fields": {**DOI, "doi": "bad"}},
         )
-    decided = host.review.decide("ann", proposal.id, decision="accept", reason="checked")
+    decided = host._review.decide("ann", proposal.id, decision="accept", reason="checked")
     assert decided.record is not None
     assert decided.record.verified_content()["fields"]["doi"] == "10.1000/xyz123"

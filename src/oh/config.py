@@ -303,8 +303,4 @@ def close_host(host: Host) -> None:
     waiting for a slow embedder): closing a libSQL connection under a thread that then uses
     it aborts that thread noisily. The process is ending anyway."""
     stopped = host.stop()
-    host.memory.close()
-    host.knowledge.close()
-    host.registry.close()
-    if host.recall is not None and stopped:
-        close_recall(host.recall)
+    host.close(close_recall if stopped else None)

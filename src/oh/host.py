@@ -13,27 +13,28 @@ locations, with the backends they name.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from oh.access import Credentials, Documents, bearer_token
 from oh.core.canonical import input_value
-from oh.core.clock import Clock, system_clock, utc_text
+from oh.core.changes import LogEntry
+from oh.core.clock import Clock, system_clock
 from oh.core.identifiers import check_identifier
 from oh.core.notebook import Notebook
+from oh.core.records import Record
+from oh.core.reviewed import Proposal, ReviewedRecord, Revision
 from oh.errors import (
     Bug,
     Forbidden,
     InvalidArgument,
     NotFound,
     OhError,
-    Unauthenticated,
     public_error,
 )
 from oh.knowledge import Knowledge
@@ -48,9 +49,6 @@ if TYPE_CHECKING:  # oh.recall brings numpy; a host without recall never imports
 __all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "bearer_token"]
 
 logger = logging.getLogger("oh.host")
-
-OWNER_TOKEN_PREFIX = "oho_"  # noqa: S105 - a prefix, not a secret
-AGENT_TOKEN_PREFIX = "oha_"  # noqa: S105 - a prefix, not a secret
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,21 +161,13 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
-def _token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def bearer_token(headers: Mapping[str, str]) -> str | None:
-    """The credential of an ``Authorization: Bearer <token>`` header (the scheme in any case,
-    the token stripped); None when the header is missing, names another scheme or carries no
-    token. HTTP, MCP over HTTP and the panel read a request's credential with this alone."""
-    scheme, _, token = headers.get("authorization", "").partition(" ")
-    token = token.strip()
-    return token if token and scheme.lower() == "bearer" else None
-
-
 class Host:
-    """Everything the transports need, with every access check in one place."""
+    """Everything the transports need, with every access check in one place.
+
+    A facade: the stores, the services over them and the credentials are its own (none is a
+    public attribute), and HTTP, MCP and the panel use only its methods, each of which checks
+    who is asking. ``clock``, ``settings`` and ``metrics`` are public: they hold no data.
+    """
 
     def __init__(
         self,
@@ -189,35 +179,44 @@ class Host:
         settings: HostSettings | None = None,
         recall: RecallService | None = None,
     ) -> None:
-        self.memory = memory
-        self.knowledge = knowledge
-        self.registry = registry
+        self._memory = memory
+        self._knowledge = knowledge
+        self._registry = registry
         self.clock = clock
         self.settings = settings or HostSettings()
         self.secret = bytes.fromhex(registry.setting("secret", secrets.token_hex(32)))
         self.metrics = Metrics()
-        self.notebooks = Notebooks(
+        self._credentials = Credentials(
+            registry, self.secret, clock, self.settings.owner_token_command
+        )
+        self._documents = Documents(registry, clock)
+        self._notebooks = Notebooks(
             memory, clock=clock, lifetime=self.settings.lifetime, knowledge=knowledge
         )
-        self.profiles = Profiles(knowledge, clock=clock)
-        self.review = Knowledge(knowledge, memory, clock=clock, profiles=self.profiles)
+        self._profiles = Profiles(knowledge, clock=clock)
+        self._review = Knowledge(knowledge, memory, clock=clock, profiles=self._profiles)
         # The service as given (catch-up runs on it); the tools get it behind a deadline and,
         # in shadow mode, behind the shadow queue, so no recall ever blocks the agent.
-        self.recall = recall
+        self._recall = recall
         self.deadline_recall: DeadlineRecall | None = None
         self.shadow_recall: ShadowRecall | None = None
         self.recall_catch_up: CatchUpWorker | None = None
-        self.tools = Tools(
+        self._tools = Tools(
             memory,
             knowledge,
             self.secret,
             clock=clock,
             token_ttl=self.settings.token_ttl,
             recall=None if recall is None else self._guarded(recall),
-            profiles=self.profiles,
+            profiles=self._profiles,
             shadow=self.settings.recall_shadow,
         )
         self._listeners: list[Callable[[MemoryCard], None]] = []
+
+    @property
+    def recall_enabled(self) -> bool:
+        """Whether the agent is offered ``recall`` (a recall service was given)."""
+        return self._tools.recall_service is not None
 
     def _guarded(self, recall: RecallService) -> RecallService:
         from oh.recall.background import CatchUpWorker, DeadlineRecall, ShadowRecall
@@ -271,55 +270,40 @@ class Host:
             self.deadline_recall.close()
         return stopped
 
-    # -- owners ---------------------------------------------------------------------------
+    def close(self, close_recall: Callable[[RecallService], None] | None = None) -> None:
+        """Close the host's stores, and its recall service with ``close_recall`` when given
+        (``oh.config.close_host`` stops the background work first, and passes it only if that
+        work has stopped: a thread still waiting for the embedder may use the service)."""
+        self._memory.close()
+        self._knowledge.close()
+        self._registry.close()
+        if close_recall is not None and self._recall is not None:
+            close_recall(self._recall)
+
+    # -- owners and agents -----------------------------------------------------------------
 
     def create_owner_token(self, owner: str) -> str:
-        check_identifier(owner, "owner")
-        token = OWNER_TOKEN_PREFIX + secrets.token_urlsafe(32)
-        self.registry.add_owner_token(_token_hash(token), owner, utc_text(self.clock()))
-        return token
+        return self._credentials.create_owner_token(owner)
 
     def owner(self, token: str | None) -> str:
         """The owner a bearer token authenticates; ``unauthenticated`` otherwise."""
-        if not token or not token.startswith(OWNER_TOKEN_PREFIX) or len(token) > 200:
-            raise Unauthenticated(
-                f"an owner token is required ({self.settings.owner_token_command})"
-            )
-        owner = self.registry.owner_of_token(_token_hash(token))
-        if owner is None:
-            raise Unauthenticated("unknown owner token")
-        return owner
-
-    # -- agents ---------------------------------------------------------------------------
-
-    def _agent_mac(self, notebook_id: str) -> str:
-        return hmac.new(self.secret, b"agent:" + notebook_id.encode(), hashlib.sha256).hexdigest()
+        return self._credentials.owner(token)
 
     def agent_token(self, notebook_id: str) -> str:
-        return f"{AGENT_TOKEN_PREFIX}{notebook_id}.{self._agent_mac(notebook_id)}"
+        return self._credentials.agent_token(notebook_id)
 
     def agent(self, token: str | None) -> str:
         """The notebook an agent credential names; ``unauthenticated`` otherwise."""
-        if (
-            not token
-            or not token.isascii()
-            or not token.startswith(AGENT_TOKEN_PREFIX)
-            or token.count(".") != 1
-        ):
-            raise Unauthenticated("an agent token for this notebook is required")
-        notebook_id, mac = token[len(AGENT_TOKEN_PREFIX) :].split(".")
-        if not hmac.compare_digest(mac, self._agent_mac(notebook_id)):
-            raise Unauthenticated("not an agent token issued by this host")
-        return notebook_id
+        return self._credentials.agent(token)
 
     def caller(self, token: str | None, notebook_id: str | None = None) -> Caller:
         """Authenticate an agent and recheck its access, as on every tool call."""
         agent_notebook = self.agent(token)
         if notebook_id is not None and notebook_id != agent_notebook:
             raise Forbidden("this agent token belongs to another notebook")
-        notebook = self.memory.notebook(agent_notebook)
+        notebook = self._memory.notebook(agent_notebook)
         # The owner must still own the document: a removed document closes its notebooks.
-        if self.registry.document_owner(notebook.document) != notebook.owner:
+        if self._documents.owner_of(notebook.document) != notebook.owner:
             raise Forbidden("the notebook's owner no longer has access to its document")
         return Caller(notebook.id, f"agent:{notebook.id}", f"agent:{notebook.run}", notebook)
 
@@ -327,37 +311,22 @@ class Host:
 
     def register_document(self, owner: str, document: str) -> bool:
         """Register ``document`` for ``owner``; True if new. ``forbidden`` if another owns it."""
-        check_identifier(owner, "owner")
-        check_identifier(document, "document")
-        existing = self.registry.document_owner(document)
-        holder = self.registry.register_document(document, owner, utc_text(self.clock()))
-        if holder != owner:
-            raise Forbidden(f"document {document} belongs to another owner")
-        return existing is None
+        return self._documents.register(owner, document)
 
     def remove_document(self, owner: str, document: str) -> int:
         """Remove a document and forget all its notebooks; return how many were forgotten."""
-        self._own_document(owner, document)
-        self.registry.remove_document(document)
+        self._documents.remove(owner, document)
         forgotten = 0
-        for notebook_id in self.memory.notebook_ids():
-            notebook = self.memory.notebook(notebook_id)
+        for notebook_id in self._memory.notebook_ids():
+            notebook = self._memory.notebook(notebook_id)
             closed = notebook.state in ("purged", "empty")
             if notebook.document == document and notebook.owner == owner and not closed:
-                self.memory.forget(notebook_id, self.clock())
-                self.tools.views.drop(notebook_id)
+                self._memory.forget(notebook_id, self.clock())
+                self._tools.views.drop(notebook_id)
                 self._evict(notebook_id)
                 forgotten += 1
         self.metrics.count("document_removed")
         return forgotten
-
-    def _own_document(self, owner: str, document: str) -> None:
-        check_identifier(document, "document")
-        holder = self.registry.document_owner(document)
-        if holder is None:
-            raise NotFound(f"no document {document}")
-        if holder != owner:
-            raise Forbidden(f"document {document} belongs to another owner")
 
     # -- notebooks ------------------------------------------------------------------------
 
@@ -368,14 +337,14 @@ class Host:
         self, owner: str, document: str, run: Any, pin: Any = "latest", run_kind: Any = "chat"
     ) -> tuple[Notebook, bool]:
         """Open (or return) the run's notebook; ``(notebook, created)``."""
-        self._own_document(owner, document)
+        self._documents.check_owned(owner, document)
         check_identifier(run, "run")
         check_identifier(run_kind, "run_kind", 64)
         pin = input_value(pin, "pin")  # 1.0 is the revision 1, as over HTTP
         if not self.memory_enabled(run_kind):
             raise Forbidden(f"working memory is off for {run_kind} runs on this host")
-        existing = self.memory.find_notebook(owner, document, run)
-        notebook = self.notebooks.open(owner, document, run, pin)
+        existing = self._memory.find_notebook(owner, document, run)
+        notebook = self._notebooks.open(owner, document, run, pin)
         if existing is None:
             self.metrics.count("notebook_opened")
         return notebook, existing is None
@@ -385,14 +354,14 @@ class Host:
         nothing about whether it exists."""
         check_identifier(notebook_id, "notebook")
         try:
-            return self.notebooks.get(notebook_id, owner)
+            return self._notebooks.get(notebook_id, owner)
         except Forbidden:
             raise NotFound(f"no notebook {notebook_id}") from None
 
     def forget(self, owner: str, notebook_id: str) -> dict[str, Any]:
         self.notebook(owner, notebook_id)
-        report = self.notebooks.forget(notebook_id, owner)
-        self.tools.views.drop(notebook_id)
+        report = self._notebooks.forget(notebook_id, owner)
+        self._tools.views.drop(notebook_id)
         self._evict(notebook_id)
         self.metrics.count("notebook_forgotten")
         return report.to_json()
@@ -423,7 +392,7 @@ class Host:
 
     def _evict(self, notebook_id: str) -> None:
         """Drop what the recall service keeps in memory for a forgotten notebook."""
-        evict = getattr(self.tools.recall_service, "evict", None)
+        evict = getattr(self._tools.recall_service, "evict", None)
         if evict is not None:
             evict(notebook_id)
 
@@ -431,7 +400,7 @@ class Host:
         """Full records for the panel: the notes and the reviewed knowledge in view."""
         notebook = self.notebook(owner, notebook_id)
         notes = []
-        for stored in self.memory.records(notebook_id):
+        for stored in self._memory.records(notebook_id):
             notes.append(
                 {
                     "origin": "note",
@@ -446,9 +415,41 @@ class Host:
         if notebook.pinned_revision is not None:
             reviewed = [
                 r.to_json()
-                for r in self.knowledge.records_at(notebook.owner, notebook.pinned_revision)
+                for r in self._knowledge.records_at(notebook.owner, notebook.pinned_revision)
             ]
         return {"notes": notes, "reviewed": reviewed}
+
+    def notebook_log(self, owner: str, notebook_id: str) -> Iterator[LogEntry]:
+        """The notebook's log, oldest entry first, for its owner (the panel's history)."""
+        self.notebook(owner, notebook_id)
+        return self._memory.log(notebook_id)
+
+    # -- review, for the owner ----------------------------------------------------------------
+
+    def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
+        """The owner's proposals, pending and decided (``state`` picks one)."""
+        return self._review.store.proposals(owner, state)
+
+    def proposal(self, owner: str, proposal_id: str) -> Proposal:
+        """The owner's proposal; another owner's is ``not_found``, like a missing one."""
+        check_identifier(proposal_id, "proposal_id")
+        proposal = self._review.store.proposal(proposal_id)
+        if proposal.owner != owner:
+            raise NotFound(f"no proposal {proposal_id}")
+        return proposal
+
+    def history(self, owner: str, name: str) -> list[ReviewedRecord]:
+        """Every version of one of the owner's reviewed records, oldest first."""
+        return self._review.store.history(owner, name)
+
+    def revisions(self, owner: str) -> list[Revision]:
+        """The owner's knowledge revisions, oldest first."""
+        return self._review.store.revisions(owner)
+
+    def reviewable(self, owner: str) -> Callable[[Record], Record]:
+        """The check review runs on content, as things stand for ``owner`` (its profiles read
+        once, so a page can check every note it shows)."""
+        return self._review.reviewable(owner)
 
     # -- tools ----------------------------------------------------------------------------
 
@@ -464,7 +465,7 @@ class Host:
         started = self.clock()
         try:
             caller = self.caller(token, notebook_id)
-            result = self.tools.run(caller, tool, arguments)
+            result = self._tools.run(caller, tool, arguments)
         except Exception as exc:  # the catch-all of HTTP's and MCP's tool calls
             error = public_error(exc)
             if isinstance(error, Bug):
@@ -497,7 +498,7 @@ class Host:
 
     def knowledge_at(self, owner: str, revision: Any = None) -> dict[str, Any]:
         revision = input_value(revision, "revision")
-        latest, records = self.review.records(owner, revision)
+        latest, records = self._review.records(owner, revision)
         return {
             "revision": latest if revision is None else revision,
             "latest": latest,
@@ -510,7 +511,7 @@ class Host:
         if notebook is not None:
             # another owner's notebook is simply not found
             self.notebook(owner, check_identifier(notebook, "notebook"))
-        proposed = self.review.submit(
+        proposed = self._review.submit(
             owner,
             source=body.get("source"),
             notebook=body.get("notebook"),
@@ -524,7 +525,7 @@ class Host:
         check_identifier(proposal_id, "proposal_id")
         body = _body(body, _DECISION_KEYS, "a decision is {decision, reason, record?}")
         try:
-            decided = self.review.decide(
+            decided = self._review.decide(
                 owner,
                 proposal_id,
                 decision=body.get("decision"),

@@ -236,7 +236,7 @@ class _ScreenedLines:
 
 def tool_names(host: Host) -> tuple[str, ...]:
     """The tools an agent of ``host`` gets: recall only when the host has it enabled."""
-    enabled = host.tools.recall_service is not None
+    enabled = host.recall_enabled
     return tuple(tool for tool in TOOL_NAMES if tool != "recall" or enabled)
 
 

@@ -103,9 +103,9 @@ _OPS = {"add": "added", "replace": "replaced", "remove": "removed"}
 _DECISIONS = {"accept": "accepted", "accept_with_edits": "accepted with edits"}
 
 
-def _note_histories(host: Host, notebook_id: str) -> dict[str, list[HistoryItem]]:
+def _note_histories(host: Host, owner: str, notebook_id: str) -> dict[str, list[HistoryItem]]:
     histories: dict[str, list[HistoryItem]] = {}
-    for entry in host.memory.log(notebook_id):
+    for entry in host.notebook_log(owner, notebook_id):
         for change in entry.changes:
             text = None
             detail = ""
@@ -133,18 +133,18 @@ def notebook_view(
     """Everything the panel shows for one notebook, as its owner (another owner: not_found)."""
     notebook = host.notebook(owner, notebook_id)
     now = host.clock()
-    proposals = host.review.store.proposals(owner)
+    proposals = host.proposals(owner)
     proposed = next((p for p in proposals if p.id == proposed_id), None)
     if notebook.state in ("purged", "empty"):
         return NotebookView(notebook, [], [], now, proposed)
     records = host.records(owner, notebook_id)
-    histories = _note_histories(host, notebook_id)
+    histories = _note_histories(host, owner, notebook_id)
     by_note: dict[str, list[Proposal]] = {}
     for proposal in proposals:
         if proposal.note is not None and proposal.note.get("notebook") == notebook_id:
             by_note.setdefault(str(proposal.note.get("name")), []).append(proposal)
     pending = {p.name: p for p in proposals if p.state == "pending"}
-    check = host.review.reviewable(owner)  # what proposing would check, profiles read once
+    check = host.reviewable(owner)  # what proposing would check, profiles read once
     notes = []
     for record in records["notes"]:
         view = RecordView(
@@ -162,7 +162,7 @@ def notebook_view(
     reviewed = []
     for record in records["reviewed"]:
         view = RecordView("reviewed", record)
-        for version in host.review.store.history(owner, record["name"]):
+        for version in host.history(owner, record["name"]):
             if notebook.pinned_revision is not None and version.revision > notebook.pinned_revision:
                 view.newer_revision = version.revision
                 continue

@@ -43,17 +43,17 @@ class ReviewView:
 def review_view(
     host: Host, owner: str, revision: int | None = None, decided_id: str | None = None
 ) -> ReviewView:
-    proposals = host.review.store.proposals(owner)
+    proposals = host.proposals(owner)
     knowledge = host.knowledge_at(owner, revision)
     pending = [p for p in proposals if p.state == "pending"]
     decided = [p for p in proposals if p.state != "pending"]
     decided.sort(key=lambda p: p.decision.at if p.decision else "", reverse=True)
     accepted: dict[str, ReviewedRecord] = {}
     for name in sorted({p.name for p in decided if p.state == "accepted"}):
-        for version in host.review.store.history(owner, name):
+        for version in host.history(owner, name):
             if version.proposal_id is not None:
                 accepted[version.proposal_id] = version
-    check = host.review.reviewable(owner)
+    check = host.reviewable(owner)
     refusals: dict[str, InvalidArgument] = {}
     for proposal in pending:
         try:
@@ -66,7 +66,7 @@ def review_view(
         revision=knowledge["revision"],
         latest=knowledge["latest"],
         records=sorted(knowledge["records"], key=lambda r: (-r["revision"], r["name"])),
-        revisions=list(reversed(host.review.store.revisions(owner))),
+        revisions=list(reversed(host.revisions(owner))),
         decided_now=next((p for p in proposals if p.id == decided_id), None),
         accepted=accepted,
         refusals=refusals,

@@ -19,15 +19,16 @@ from urllib.parse import parse_qs, quote
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
-from oh.core.reviewed import Proposal
 from oh.errors import (
     HTTP_STATUS,
+    Bug,
     Forbidden,
     InvalidArgument,
     NotFound,
     OhError,
     StorageUnavailable,
     Unauthenticated,
+    public_error,
 )
 from oh.panel.layout import Chrome, error_page, esc, page
 from oh.panel.memory import (
@@ -174,27 +175,22 @@ def panel_router(host: Host) -> APIRouter:
                     '<meta http-equiv="refresh" content="0"><p>Opening the Memory panel…</p>',
                 )
             )
-        except OhError as exc:
-            status = HTTP_STATUS.get(exc.code, 503)
+        except Exception as exc:  # the panel's catch-all: its errors are pages, not JSON
+            error = public_error(exc)
+            if isinstance(error, Bug):
+                logger.exception("unexpected error in the panel")
+                host.metrics.count("bug")
+                return _html(error_page(chrome(request), 503, error.code, error.message), 503)
+            status = error.http_status
             session = session_of(request)
             back = f"{chrome(request).base}/panel/login" if status == 401 else ""
             return _html(
-                error_page(chrome(request, session), status, exc.code, exc.message, back), status
+                error_page(chrome(request, session), status, error.code, error.message, back),
+                status,
             )
-        except Exception:
-            logger.exception("unexpected error in the panel")
-            error = StorageUnavailable("the server could not complete this")
-            return _html(error_page(chrome(request), 503, error.code, error.message), 503)
 
     async def blocking(fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)
-
-    def proposal_of(owner: str, proposal_id: str) -> Proposal:
-        """The owner's proposal; another owner's is ``not_found``, like a missing one."""
-        proposal = host.review.store.proposal(proposal_id)
-        if proposal.owner != owner:
-            raise NotFound(f"no proposal {proposal_id}")
-        return proposal
 
     # -- assets and sign-in ---------------------------------------------------------------
 
@@ -388,7 +384,7 @@ def panel_router(host: Host) -> APIRouter:
             decision = fields.get("decision")
             body: dict[str, Any] = {"decision": decision, "reason": fields.get("reason", "")}
             if decision == "accept" and "text" in fields:
-                proposal = await blocking(proposal_of, session.owner, proposal_id)
+                proposal = await blocking(host.proposal, session.owner, proposal_id)
                 record = proposal.verified_record()
                 if fields["text"] != record["text"]:
                     body["record"] = {**record, "text": fields["text"]}
