@@ -619,3 +619,29 @@ def test_record_parse_only_ever_raises_invalid_argument(value: Any) -> None:
         assert Record.parse(rec.content()).digest == rec.digest
         return
     assert refusal.code == "invalid_argument"
+
+
+def test_the_revision_chain_says_what_each_entry_breaks() -> None:
+
+    from oh.core.changes import Break
+    from oh.core.reviewed import RevisionChain, knowledge_genesis, pack_revision
+
+    def pack(revision: int, prev: str, owner: str = "ann") -> Any:
+        made = "2026-01-01T00:00:00.000000Z"
+        return pack_revision(
+            owner, revision, "research", "d" * 64, made_by="ann", made_at=made, prev_hash=prev
+        )
+
+    first = pack(1, knowledge_genesis("ann"))
+    second = pack(2, first.hash)
+    chain = RevisionChain("ann")
+    assert [chain.follow(first), chain.follow(second)] == [None, None]
+    assert (chain.revision, chain.head) == (2, second.hash)
+    # Out of place, detached, altered, and another owner's entry, each said as such.
+    chain = RevisionChain("ann")
+    assert chain.follow(second) == Break(1, True, True, False)
+    chain = RevisionChain("ann")
+    chain.follow(first)
+    assert chain.follow(dataclasses.replace(second, name="other")) == Break(2, False, False, True)
+    chain = RevisionChain("ann")
+    assert chain.follow(pack(1, knowledge_genesis("bob"), "bob")) == Break(1, True, True, False)

@@ -42,9 +42,9 @@ from oh.core.reviewed import (
     Proposal,
     ReviewedRecord,
     Revision,
+    RevisionChain,
     Source,
     knowledge_genesis,
-    revision_hash,
 )
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument
 from oh.storage.base import KnowledgeStore, MemoryStore, PackInstall
@@ -564,14 +564,14 @@ class _Owner:
 
     def check(self) -> None:
         where = f"knowledge of {self.owner}"
-        prev = knowledge_genesis(self.owner)
-        for expected, entry in enumerate(self.revisions, 1):
-            if entry.revision != expected or entry.owner != self.owner:
+        chain = RevisionChain(self.owner)
+        for entry in self.revisions:
+            broken = chain.follow(entry)
+            if broken is not None and broken.misplaced:
                 raise IntegrityError(f"{where}: revision {entry.revision} is out of place")
-            if entry.prev_hash != prev or revision_hash(entry) != entry.hash:
+            if broken is not None:
                 raise IntegrityError(f"{where}: revision {entry.revision} breaks the hash chain")
-            prev = entry.hash
-        if self.revisions and self.head != (len(self.revisions), prev):
+        if self.revisions and self.head != (chain.revision, chain.head):
             raise IntegrityError(f"{where}: the head does not match the last revision")
         if self.head is not None and not self.revisions:
             raise IntegrityError(f"{where}: a knowledge base without revisions")

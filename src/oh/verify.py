@@ -28,7 +28,7 @@ from oh.core.canonical import (
 from oh.core.changes import LogChain, LogEntry, fold, replay
 from oh.core.notebook import Notebook
 from oh.core.records import LINK_KEYS, kind_of
-from oh.core.reviewed import knowledge_genesis, revision_hash
+from oh.core.reviewed import RevisionChain
 from oh.core.seals import seal_matches, vector_seal
 from oh.errors import OhError
 from oh.query import QUESTIONS, ask
@@ -533,19 +533,23 @@ def verify_knowledge(store: KnowledgeStore, report: VerifyReport | None = None) 
         def problem(what: str, detail: str, where: str = where) -> None:
             report.problems.append(Problem(where, what, detail))
 
-        prev = knowledge_genesis(owner)
+        chain = RevisionChain(owner)
         entries = store.revisions(owner)
-        for expected, entry in enumerate(entries, 1):
+        for entry in entries:
             report.entries += 1
-            if entry.revision != expected:
-                problem("version", f"revision {entry.revision} found where {expected} belongs")
-            if entry.prev_hash != prev:
+            broken = chain.follow(entry)
+            if broken is None:
+                continue
+            if broken.misplaced:
+                problem(
+                    "version", f"revision {entry.revision} found where {broken.expected} belongs"
+                )
+            if broken.detached:
                 problem("chain", f"revision {entry.revision} does not follow the one before it")
-            if revision_hash(entry) != entry.hash:
+            if broken.altered:
                 problem("chain", f"revision {entry.revision} was altered")
-            prev = entry.hash
         latest, head = store.head(owner)
-        if latest != len(entries) or head != prev:
+        if latest != chain.revision or head != chain.head:
             problem("head", f"knowledge base says revision {latest}; entries end at {len(entries)}")
         named = {(e.name, e.revision): e.digest for e in entries if e.what == "decision" and e.name}
         for name in sorted({name for name, _ in named}):

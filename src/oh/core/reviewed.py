@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from oh.core.canonical import canonical_text, check_json, matches_digest, parse_json, sha256_hex
+from oh.core.changes import Break
 from oh.core.identifiers import check_identifier
 from oh.core.records import Record
 from oh.errors import IntegrityError, InvalidArgument
@@ -25,6 +26,7 @@ __all__ = [
     "Proposal",
     "ReviewedRecord",
     "Revision",
+    "RevisionChain",
     "Source",
     "accepted_version",
     "check_reviewable",
@@ -303,6 +305,36 @@ def knowledge_genesis(owner: str) -> str:
 
 def revision_hash(entry: Revision) -> str:
     return sha256_hex(canonical_text(entry.hashed_body()))
+
+
+class RevisionChain:
+    """One owner's chain of knowledge revisions, followed entry by entry.
+
+    Revision *n* is the owner's *n*-th entry, names the hash of the one before it (the genesis
+    hash for the first) as its ``prev_hash``, and hashes to its own ``hash``. ``follow`` says
+    what an entry breaks and moves on to it either way, so ``verify`` reports every break while
+    an import refuses at the first, by the same rule. After the last entry, ``revision`` and
+    ``head`` are where the chain ends: the knowledge base's head must be these.
+    """
+
+    __slots__ = ("head", "owner", "revision")
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.revision = 0  # how many entries were followed
+        self.head = knowledge_genesis(owner)  # the hash the next entry names
+
+    def follow(self, entry: Revision) -> Break | None:
+        """What ``entry`` breaks as the next revision; None when it breaks nothing. An entry of
+        another owner is misplaced: a chain holds one owner's decisions."""
+        self.revision += 1
+        misplaced = entry.revision != self.revision or entry.owner != self.owner
+        detached = entry.prev_hash != self.head
+        altered = revision_hash(entry) != entry.hash
+        self.head = entry.hash
+        if misplaced or detached or altered:
+            return Break(self.revision, misplaced, detached, altered)
+        return None
 
 
 def pack_revision(
