@@ -24,7 +24,6 @@ from typing import Any, Literal
 import libsql
 
 from oh.core.changes import (
-    Change,
     LogEntry,
     LoggedChange,
     Refused,
@@ -652,25 +651,8 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
 
     # -- writes ---------------------------------------------------------------------------
 
-    def remember(
-        self,
-        notebook_id: str,
-        *,
-        based_on: int,
-        request_id: str,
-        changes: tuple[Change, ...],
-        author: str,
-        now: datetime,
-    ) -> RememberResult:
-        # Everything that needs no database happens before the write lock is taken.
-        call = Call.prepare(
-            notebook_id,
-            based_on=based_on,
-            request_id=request_id,
-            changes=changes,
-            author=author,
-            now=now,
-        )
+    def _remember(self, call: Call) -> RememberResult:
+        notebook_id, based_on, request_id = call.notebook_id, call.based_on, call.request_id
         heads = _known_heads(self)
         with self._lock, translated():
             conn = self._conn
@@ -809,12 +791,6 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             if len(rows) < page:
                 return
             last = rows[-1][0]
-
-    def _entry(self, conn: Any, notebook_id: str, version: int) -> LogEntry:
-        entries = self._entries(conn, notebook_id, version, version)
-        if not entries:
-            raise IntegrityError(f"log entry {version} of {notebook_id} is missing")
-        return entries[0]
 
     @staticmethod
     def _entries(conn: Any, notebook_id: str, first: int, last: int) -> list[LogEntry]:

@@ -27,7 +27,6 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from oh.core.changes import (
-    Change,
     LogEntry,
     LoggedChange,
     Refused,
@@ -426,25 +425,8 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
 
     # -- writes ---------------------------------------------------------------------------
 
-    def remember(
-        self,
-        notebook_id: str,
-        *,
-        based_on: int,
-        request_id: str,
-        changes: tuple[Change, ...],
-        author: str,
-        now: datetime,
-    ) -> RememberResult:
-        # Everything that needs no database happens before the notebook's row is locked.
-        call = Call.prepare(
-            notebook_id,
-            based_on=based_on,
-            request_id=request_id,
-            changes=changes,
-            author=author,
-            now=now,
-        )
+    def _remember(self, call: Call) -> RememberResult:
+        notebook_id, request_id = call.notebook_id, call.request_id
         with self._write() as conn:
             # The row lock is its own statement, first: in READ COMMITTED each later statement
             # takes a fresh snapshot, so the two reads after it see everything the previous
@@ -603,12 +585,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
 
     def reviewed_vector_rows(self) -> Iterator[VectorRow]:
         return iter(())
-
-    def _entry(self, conn: Connection, notebook_id: str, version: int) -> LogEntry:
-        entries = self._entries(conn, notebook_id, version, version)
-        if not entries:
-            raise IntegrityError(f"log entry {version} of {notebook_id} is missing")
-        return entries[0]
 
     @staticmethod
     def _entries(conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
