@@ -354,24 +354,346 @@ def test_a_value_that_does_not_fit_is_refused_naming_the_field_and_the_rule(
     assert f"(rule {rule})" in error.message
 
 
+NOTATIONS = {"date", "datetime", "url", "doi", "isbn", "orcid", "isin", "lei", "ticker"}
+NOTATIONS |= {"language", "reference"}
+
+# The rules built at run time from a codec's name by the code codecs share, and the codecs
+# each one serves: a null or a JSON type that does not fit, the objects' shape, the decimal
+# rules (percent shares them under its own name), the bounds of the bounded numbers, and the
+# notations' malformed strings and failed check digits.
+SHARED_RULES = {
+    "type": BUILTIN_NAMES,
+    "shape": {"money", "quantity", "interval"},
+    "string": {"decimal", "percent"},
+    "format": {"decimal", "percent"} | NOTATIONS,
+    "size": {"decimal", "percent"},
+    "minimum": {"integer", "decimal", "percent"},
+    "maximum": {"integer", "decimal", "percent"},
+    "checksum": {"isbn", "orcid", "isin", "lei"},
+}
+
+
 def _rules_in_source() -> set[str]:
-    """Every value rule the codecs module can raise: the literal rule names, ``<codec>.type``
-    for every codec (a null or a JSON type that does not fit), and the decimal rules, which
-    ``percent`` shares under its own name (the only rule names built at run time)."""
+    """Every value rule the codecs module can raise: the literal rule names, and the rules of
+    ``SHARED_RULES``, the only ones built at run time (``f"{codec}.…"``, ``f"{self.name}.…"``)."""
     source = inspect.getsource(codecs_module)
     literal = set(re.findall(r'"([a-z]+\.[a-z_]+)"', source))
     literal -= {"codec.params", "codec.spec", "codec.unknown"}  # rules of specs, not values
-    dynamic = set(re.findall(r'f"\{codec\}\.([a-z_]+)"', source))
-    decimal = {"string", "format", "size", "minimum", "maximum"}
-    assert dynamic == decimal | {"type", "shape"}, dynamic
-    typed = {f"{name}.type" for name in BUILTIN_NAMES}
-    shared = {f"{codec}.{rule}" for codec in ("decimal", "percent") for rule in decimal}
-    shaped = {f"{codec}.shape" for codec in ("money", "quantity", "interval")}
-    return literal | typed | shared | shaped
+    dynamic = set(re.findall(r'f"\{(?:codec|self\.name)\}\.([a-z_]+)"', source))
+    assert dynamic == set(SHARED_RULES), dynamic
+    shared = {f"{codec}.{rule}" for rule, codecs in SHARED_RULES.items() for codec in codecs}
+    return literal | shared
 
 
 def test_every_codec_rule_has_a_refusal_test() -> None:
     assert _rules_in_source() == {rule for rule, _, _ in REFUSALS}
+
+
+# -- the wording of refusals that codecs share -------------------------------------------------
+
+# One case for each codec a shared refusal serves, so that a change to the shared code cannot
+# change what one codec says unnoticed.
+WORDING: list[tuple[dict[str, Any], Any, str]] = [
+    (
+        {"codec": "integer", "minimum": 1},
+        0,
+        "fields.x: 0 is below the minimum 1 (rule integer.minimum)",
+    ),
+    (
+        {"codec": "integer", "maximum": 10},
+        11.0,
+        "fields.x: 11 is above the maximum 10 (rule integer.maximum)",
+    ),
+    (
+        {"codec": "decimal", "minimum": "0"},
+        "-0.50",
+        "fields.x: -0.5 is below the minimum 0 (rule decimal.minimum)",
+    ),
+    (
+        {"codec": "decimal", "maximum": "1e3"},
+        1001,
+        "fields.x: 1001 is above the maximum 1000 (rule decimal.maximum)",
+    ),
+    (
+        {"codec": "percent", "minimum": "0"},
+        "-1%",
+        "fields.x: -1 is below the minimum 0 (rule percent.minimum)",
+    ),
+    (
+        {"codec": "percent", "maximum": "100"},
+        "100.5%",
+        "fields.x: 100.5 is above the maximum 100 (rule percent.maximum)",
+    ),
+    (
+        {"codec": "interval", "of": {"codec": "integer", "minimum": 0}},
+        {"low": -1, "high": 1},
+        "fields.x.low: -1 is below the minimum 0 (rule integer.minimum)",
+    ),
+    (
+        {"codec": "percent"},
+        12.5,
+        (
+            'fields.x: 12.5 is a binary float; write exact decimals as strings, e.g. "0.25", so '
+            "that no rounding can change them (rule percent.string)"
+        ),
+    ),
+    (
+        {"codec": "percent"},
+        "12.5 %",
+        (
+            'fields.x: \'12.5 \' is not a decimal number such as "-12.50" or "1.2e3" (rule '
+            "percent.format)"
+        ),
+    ),
+    (
+        {"codec": "date"},
+        None,
+        "fields.x: null is not a date value; omit the field instead (rule date.type)",
+    ),
+    ({"codec": "date"}, 20160329, "fields.x: 20160329 is not a date (rule date.type)"),
+    (
+        {"codec": "date"},
+        "29/03/2016",
+        "fields.x: '29/03/2016' is not a date (YYYY-MM-DD) (rule date.format)",
+    ),
+    (
+        {"codec": "date", "partial": True},
+        "2016-3",
+        "fields.x: '2016-3' is not a date (YYYY, YYYY-MM or YYYY-MM-DD) (rule date.format)",
+    ),
+    (
+        {"codec": "datetime"},
+        1709280000,
+        "fields.x: 1709280000 is not a date-time (rule datetime.type)",
+    ),
+    (
+        {"codec": "datetime"},
+        "2024-03-01T10:00:00",
+        (
+            "fields.x: '2024-03-01T10:00:00' is not an RFC 3339 date-time with an offset (e.g. "
+            "2024-03-01T10:00:00Z) (rule datetime.format)"
+        ),
+    ),
+    (
+        {"codec": "url"},
+        {"href": "https://example.org"},
+        "fields.x: {'href': 'https://example.org'} is not a URL (rule url.type)",
+    ),
+    (
+        {"codec": "url"},
+        "mailto:someone@example.org",
+        (
+            "fields.x: 'mailto:someone@example.org' is not an absolute URL (scheme://host/...) "
+            "(rule url.format)"
+        ),
+    ),
+    (
+        {"codec": "url"},
+        "ftp://example.org/data.csv",
+        "fields.x: the scheme ftp is not allowed here (http, https) (rule url.scheme)",
+    ),
+    ({"codec": "doi"}, 10.1126, "fields.x: 10.1126 is not a DOI (rule doi.type)"),
+    (
+        {"codec": "doi"},
+        "10.11/short-registrant",
+        (
+            "fields.x: '10.11/short-registrant' is not a DOI (10.<registrant>/<suffix>, e.g. "
+            "10.1038/nature21707) (rule doi.format)"
+        ),
+    ),
+    (
+        {"codec": "doi"},
+        "https://doi.org/10.1000/%ff",
+        "fields.x: the DOI URL is not valid UTF-8 (rule doi.format)",
+    ),
+    ({"codec": "isbn"}, 9780306406157, "fields.x: 9780306406157 is not an ISBN (rule isbn.type)"),
+    (
+        {"codec": "isbn"},
+        "978-0-306-40615",
+        "fields.x: '978-0-306-40615' is not an ISBN-10 or ISBN-13 (rule isbn.format)",
+    ),
+    (
+        {"codec": "isbn"},
+        "0-306-40615-3",
+        "fields.x: '0-306-40615-3' fails the ISBN-10 check digit (rule isbn.checksum)",
+    ),
+    (
+        {"codec": "isbn"},
+        "978-0-306-40615-8",
+        "fields.x: '978-0-306-40615-8' fails the ISBN-13 check digit (rule isbn.checksum)",
+    ),
+    (
+        {"codec": "orcid"},
+        None,
+        "fields.x: null is not a orcid value; omit the field instead (rule orcid.type)",
+    ),
+    (
+        {"codec": "orcid"},
+        "0000-0002-1825",
+        "fields.x: '0000-0002-1825' is not an ORCID iD (0000-0002-1825-0097) (rule orcid.format)",
+    ),
+    (
+        {"codec": "orcid"},
+        "0000-0002-1825-0098",
+        "fields.x: '0000-0002-1825-0098' fails the ORCID check character (rule orcid.checksum)",
+    ),
+    ({"codec": "isin"}, False, "fields.x: False is not an ISIN (rule isin.type)"),
+    (
+        {"codec": "isin"},
+        "US037833100",
+        "fields.x: 'US037833100' is not an ISIN (US0378331005) (rule isin.format)",
+    ),
+    (
+        {"codec": "isin"},
+        "us0378331006",
+        "fields.x: 'us0378331006' fails the ISIN check digit (rule isin.checksum)",
+    ),
+    ({"codec": "lei"}, 1, "fields.x: 1 is not an LEI (rule lei.type)"),
+    (
+        {"codec": "lei"},
+        "HWUPKR0MPOU8FGXBT3",
+        "fields.x: 'HWUPKR0MPOU8FGXBT3' is not an LEI (20 letters and digits) (rule lei.format)",
+    ),
+    (
+        {"codec": "lei"},
+        "HWUPKR0MPOU8FGXBT395",
+        "fields.x: 'HWUPKR0MPOU8FGXBT395' fails the LEI check digits (rule lei.checksum)",
+    ),
+    ({"codec": "ticker"}, ["AAPL"], "fields.x: ['AAPL'] is not a ticker (rule ticker.type)"),
+    (
+        {"codec": "ticker"},
+        "AAPL US",
+        "fields.x: 'AAPL US' is not a ticker symbol (rule ticker.format)",
+    ),
+    (
+        {"codec": "ticker"},
+        "AAAAAAAAAAAAAAAAA",
+        "fields.x: 'AAAAAAAAAAAAAAAAA' is not a ticker symbol (rule ticker.format)",
+    ),
+    (
+        {"codec": "language"},
+        None,
+        "fields.x: null is not a language value; omit the field instead (rule language.type)",
+    ),
+    (
+        {"codec": "language"},
+        "en_US",
+        (
+            "fields.x: 'en_US' is not a well-formed BCP 47 language tag (e.g. en, pt-BR) (rule "
+            "language.format)"
+        ),
+    ),
+    ({"codec": "reference"}, 7, "fields.x: 7 is not a record name (rule reference.type)"),
+    (
+        {"codec": "reference"},
+        "Finding: Bleaching",
+        (
+            "fields.x: 'Finding: Bleaching' is not a record name (<kind>:<slug>) (rule "
+            "reference.format)"
+        ),
+    ),
+    (
+        {"codec": "currency"},
+        978,
+        "fields.x: 978 is not an ISO 4217 currency code (rule currency.type)",
+    ),
+    (
+        {"codec": "currency"},
+        "EURO",
+        "fields.x: 'EURO' is not an ISO 4217 currency code (rule currency.code)",
+    ),
+    (
+        {"codec": "currency", "currencies": ["EUR", "chf"]},
+        "usd",
+        "fields.x: USD is not allowed here (EUR, CHF) (rule currency.allowed)",
+    ),
+    (
+        {"codec": "money", "currencies": ["EUR"]},
+        {"amount": "1", "currency": "USD"},
+        "fields.x.currency: USD is not allowed here (EUR) (rule currency.allowed)",
+    ),
+    (
+        {"codec": "money"},
+        {"amount": "1", "currency": "EURO"},
+        "fields.x.currency: 'EURO' is not an ISO 4217 currency code (rule currency.code)",
+    ),
+    (
+        {"codec": "quantity", "units": ["m", "km"]},
+        {"value": "1", "unit": "ft"},
+        "fields.x.unit: 'ft' is not allowed here (m, km) (rule quantity.allowed)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "value", "message"),
+    WORDING,
+    ids=[f"{spec['codec']}:{value!r:.40}" for spec, value, _ in WORDING],
+)
+def test_a_shared_refusal_says_the_same_for_every_codec_it_serves(
+    spec: dict[str, Any], value: Any, message: str
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        canonical(spec, value)
+    assert caught.value.message == message
+
+
+PARAMETER_WORDING: list[tuple[dict[str, Any], str]] = [
+    (
+        {"codec": "integer", "minimum": 3, "maximum": 2},
+        "spec.minimum: must not exceed maximum (rule codec.params)",
+    ),
+    (
+        {"codec": "integer", "maximum": 1.5},
+        "spec.maximum: must be an integer within ±(2^53-1) (rule codec.params)",
+    ),
+    (
+        {"codec": "decimal", "minimum": "2", "maximum": "1.5"},
+        "spec.minimum: must not exceed maximum (rule codec.params)",
+    ),
+    (
+        {"codec": "decimal", "minimum": "one"},
+        (
+            'spec.minimum: \'one\' is not a decimal number such as "-12.50" or "1.2e3" (rule '
+            "decimal.format)"
+        ),
+    ),
+    (
+        {"codec": "percent", "minimum": "100", "maximum": "0"},
+        "spec.minimum: must not exceed maximum (rule codec.params)",
+    ),
+    (
+        {"codec": "text", "min_length": 5, "max_length": 4},
+        "spec.min_length: must not exceed max_length (rule codec.params)",
+    ),
+    (
+        {"codec": "text", "max_length": 0},
+        "spec.max_length: must be an integer of at least 1 (rule codec.params)",
+    ),
+    (
+        {"codec": "list", "of": {"codec": "text"}, "min_items": 3, "max_items": 2},
+        "spec.min_items: must not exceed max_items (rule codec.params)",
+    ),
+    (
+        {"codec": "currency", "currencies": ["EURO"]},
+        "spec.currencies: 'EURO' is not an acceptable entry (rule codec.params)",
+    ),
+    (
+        {"codec": "money", "currencies": ["EUR", "eur"]},
+        "spec.currencies: lists an entry twice (rule codec.params)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"), PARAMETER_WORDING, ids=[canonical_text(s) for s, _ in PARAMETER_WORDING]
+)
+def test_a_shared_parameter_refusal_says_the_same_for_every_codec_it_serves(
+    spec: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidArgument) as caught:
+        build(spec)
+    assert caught.value.message == message
 
 
 # -- compatible changes (used by pack previews) --------------------------------------------------
@@ -405,6 +727,21 @@ def test_every_codec_rule_has_a_refusal_test() -> None:
             False,
         ),
         ({"codec": "text"}, {"codec": "enum", "values": ["a"]}, False),
+        # Codecs that share a base still widen only their own kind.
+        ({"codec": "decimal"}, {"codec": "percent"}, False),
+        ({"codec": "percent"}, {"codec": "decimal"}, False),
+        ({"codec": "integer"}, {"codec": "decimal"}, False),
+        ({"codec": "currency"}, {"codec": "money"}, False),
+        ({"codec": "money"}, {"codec": "currency"}, False),
+        ({"codec": "isin"}, {"codec": "lei"}, False),
+        ({"codec": "percent", "maximum": "100"}, {"codec": "percent", "minimum": "-1"}, False),
+        ({"codec": "percent", "minimum": "0"}, {"codec": "percent", "minimum": "-1"}, True),
+        ({"codec": "text", "min_length": 2}, {"codec": "text", "min_length": 3}, False),
+        (
+            {"codec": "list", "of": {"codec": "doi"}},
+            {"codec": "list", "of": {"codec": "doi"}, "min_items": 1},
+            False,
+        ),
         ({"codec": "doi"}, {"codec": "doi"}, True),
     ],
     ids=lambda value: canonical_text(value) if isinstance(value, dict) else str(value),

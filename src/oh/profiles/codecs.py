@@ -15,6 +15,11 @@ Codecs live in a registry (``Codecs``). The built-ins register themselves with t
         name = "postcode"
         ...
 
+Codecs that behave alike share a base, so that the behaviour is written once: ``_Bounded``
+keeps, compares and enforces the ``minimum``/``maximum`` of integer, decimal and percent;
+``_Notation`` reads the strings of one form (dates, URLs, DOIs, ISBNs, ...) and words their
+format and check-digit refusals; ``_Currencies`` holds the ``currencies`` of currency and money.
+
 Pure: standard library and ``oh.core`` only, no I/O.
 """
 
@@ -28,7 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 from oh.core.canonical import MAX_SAFE_INTEGER, canonical_text
 from oh.errors import InvalidArgument
@@ -267,19 +272,53 @@ def default_codecs() -> Codecs:
     return BUILTIN.copy()
 
 
-def _looser_min(new: Any, old: Any) -> bool:
-    return new is None or (old is not None and Decimal(new) <= Decimal(old))
+# -- parameters shared by several codecs, and how they compare for a compatible change -----------
+
+N = TypeVar("N", int, str)
 
 
-def _looser_max(new: Any, old: Any) -> bool:
-    return new is None or (old is not None and Decimal(new) >= Decimal(old))
+def _in_order(params: Params, low_key: str, low: N | None, high_key: str, high: N | None) -> None:
+    """Refuse a range whose low end (the parameter ``low_key``) lies above its high end."""
+    if low is not None and high is not None and Decimal(low) > Decimal(high):
+        raise params.error(low_key, f"must not exceed {high_key}")
+
+
+def _bounds(params: Params, read: Callable[[str], N | None]) -> tuple[N | None, N | None]:
+    """A number's optional ``minimum`` and ``maximum``, each read by ``read``."""
+    low, high = read("minimum"), read("maximum")
+    _in_order(params, "minimum", low, "maximum", high)
+    return low, high
+
+
+def _counts(params: Params, low_key: str, low: int, high_key: str, high: int) -> tuple[int, int]:
+    """A count range such as ``min_length`` (at least 0) to ``max_length`` (at least 1)."""
+    least, most = params.integer(low_key, low), params.integer(high_key, high, minimum=1)
+    _in_order(params, low_key, least, high_key, most)
+    return least, most
+
+
+def _wider(new: tuple[Any, Any], old: tuple[Any, Any]) -> bool:
+    """True when the inclusive range ``new`` (low, high; None where open) holds all of ``old``."""
+    (new_low, new_high), (old_low, old_high) = new, old
+    lower = new_low is None or (old_low is not None and Decimal(new_low) <= Decimal(old_low))
+    higher = new_high is None or (old_high is not None and Decimal(new_high) >= Decimal(old_high))
+    return lower and higher
 
 
 def _superset(new: tuple[str, ...] | None, old: tuple[str, ...] | None) -> bool:
     return new is None or (old is not None and set(new) >= set(old))
 
 
-# -- text, integer, boolean, enum ----------------------------------------------------------------
+def _sorted(entries: tuple[str, ...] | None) -> list[str] | None:
+    return None if entries is None else sorted(entries)
+
+
+def _not_allowed(where: str, rule: str, shown: str, allowed: Iterable[str]) -> InvalidArgument:
+    """A value that a list of entries (``currencies``, ``units``, ...) leaves out."""
+    return reject(where, rule, f"{shown} is not allowed here ({', '.join(allowed)})")
+
+
+# -- text, boolean, enum -------------------------------------------------------------------------
 
 _LINE_BREAKS = re.compile("[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 
@@ -297,11 +336,8 @@ class Text(Codec):
 
     @classmethod
     def build(cls, params: Params, codecs: Codecs) -> Text:
-        low = params.integer("min_length", 1)
-        high = params.integer("max_length", 4000, minimum=1)
-        if low > high:
-            raise params.error("min_length", "must not exceed max_length")
-        return cls(low, high, params.boolean("single_line", False))
+        lengths = _counts(params, "min_length", 1, "max_length", 4000)
+        return cls(*lengths, params.boolean("single_line", False))
 
     def params(self) -> dict[str, Any]:
         return {
@@ -313,8 +349,7 @@ class Text(Codec):
     def widens(self, old: Codec) -> bool:
         return (
             isinstance(old, Text)
-            and self.min_length <= old.min_length
-            and self.max_length >= old.max_length
+            and _wider((self.min_length, self.max_length), (old.min_length, old.max_length))
             and (old.single_line or not self.single_line)
         )
 
@@ -337,61 +372,6 @@ class Text(Codec):
         if self.single_line and _LINE_BREAKS.search(text):
             raise reject(where, "text.single_line", "text must be a single line")
         return text
-
-
-def _integral(value: Any) -> int | None:
-    """An int, or a float that is exactly a safe integer (JSON ``2.0`` or ``1e3``); else None."""
-    if type(value) is int:
-        return value
-    if type(value) is float and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
-        return int(value)
-    return None
-
-
-@BUILTIN.register
-@dataclass(frozen=True, slots=True)
-class Integer(Codec):
-    """A JSON integer within ±(2^53−1) and the optional ``minimum``/``maximum``. ``2.0`` is
-    the integer 2; text such as ``"2"`` is refused."""
-
-    name: ClassVar[str] = "integer"
-    minimum: int | None = None
-    maximum: int | None = None
-
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Integer:
-        low, high = params.bound("minimum"), params.bound("maximum")
-        if low is not None and high is not None and low > high:
-            raise params.error("minimum", "must not exceed maximum")
-        return cls(low, high)
-
-    def params(self) -> dict[str, Any]:
-        return {"minimum": self.minimum, "maximum": self.maximum}
-
-    def widens(self, old: Codec) -> bool:
-        return (
-            isinstance(old, Integer)
-            and _looser_min(self.minimum, old.minimum)
-            and _looser_max(self.maximum, old.maximum)
-        )
-
-    def canonical(self, value: Any, where: str) -> Any:
-        if value is None:
-            raise _null(where, "integer")
-        whole = type(value) is int or (type(value) is float and value.is_integer())
-        if not whole:
-            raise reject(where, "integer.type", f"{_show(value)} is not an integer")
-        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            raise reject(where, "integer.range", "integers must lie within ±(2^53-1)")
-        number = int(value)
-        if self.minimum is not None and number < self.minimum:
-            raise reject(where, "integer.minimum", f"{number} is below the minimum {self.minimum}")
-        if self.maximum is not None and number > self.maximum:
-            raise reject(where, "integer.maximum", f"{number} is above the maximum {self.maximum}")
-        return number
-
-    def order_key(self, canonical: Any) -> tuple[str, Any]:
-        return ("", canonical)
 
 
 @BUILTIN.register
@@ -432,7 +412,7 @@ class Enum(Codec):
         return {"values": list(self.values)}
 
     def widens(self, old: Codec) -> bool:
-        return isinstance(old, Enum) and set(self.values) >= set(old.values)
+        return isinstance(old, Enum) and _superset(self.values, old.values)
 
     def canonical(self, value: Any, where: str) -> Any:
         text = _string(value, where, "enum", "text")
@@ -442,7 +422,17 @@ class Enum(Codec):
         return text
 
 
-# -- exact decimals, percent ---------------------------------------------------------------------
+# -- numbers: integer, exact decimal, percent ----------------------------------------------------
+
+
+def _integral(value: Any) -> int | None:
+    """An int, or a float that is exactly a safe integer (JSON ``2.0`` or ``1e3``); else None."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value.is_integer() and abs(value) <= MAX_SAFE_INTEGER:
+        return int(value)
+    return None
+
 
 _DECIMAL = re.compile(r"([+-]?)([0-9]+)(?:\.([0-9]+))?(?:[eE]([+-]?[0-9]{1,4}))?")
 MAX_DECIMAL_DIGITS = 40  # significant digits
@@ -498,89 +488,129 @@ def canonical_decimal(value: Any, where: str, codec: str = "decimal") -> str:
     return ("-" if sign == "-" else "") + text
 
 
-def _check_bounds(
-    text: str, where: str, codec: str, minimum: str | None, maximum: str | None
-) -> None:
-    number = Decimal(text)
-    if minimum is not None and number < Decimal(minimum):
-        raise reject(where, f"{codec}.minimum", f"{text} is below the minimum {minimum}")
-    if maximum is not None and number > Decimal(maximum):
-        raise reject(where, f"{codec}.maximum", f"{text} is above the maximum {maximum}")
+@dataclass(frozen=True, slots=True)
+class _Bounded(Codec, Generic[N]):
+    """A number with an optional inclusive ``minimum`` and ``maximum`` (ints for integers,
+    canonical decimal strings for exact decimals): the bounds are kept, compared for a
+    compatible change and enforced here, with the codec's name in the rule."""
 
+    minimum: N | None = None
+    maximum: N | None = None
 
-def _bounds(params: Params) -> tuple[str | None, str | None]:
-    low, high = params.decimal("minimum"), params.decimal("maximum")
-    if low is not None and high is not None and Decimal(low) > Decimal(high):
-        raise params.error("minimum", "must not exceed maximum")
-    return low, high
+    def params(self) -> dict[str, Any]:
+        return {"minimum": self.minimum, "maximum": self.maximum}
+
+    def widens(self, old: Codec) -> bool:
+        # Only its own kind: sharing this base does not make a percent a decimal.
+        return isinstance(old, type(self)) and _wider(
+            (self.minimum, self.maximum), (old.minimum, old.maximum)
+        )
+
+    def within(self, number: N, where: str) -> N:
+        """``number`` (in canonical form), refused below the minimum or above the maximum."""
+        exact = Decimal(number)
+        if self.minimum is not None and exact < Decimal(self.minimum):
+            raise reject(
+                where, f"{self.name}.minimum", f"{number} is below the minimum {self.minimum}"
+            )
+        if self.maximum is not None and exact > Decimal(self.maximum):
+            raise reject(
+                where, f"{self.name}.maximum", f"{number} is above the maximum {self.maximum}"
+            )
+        return number
 
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Exact(Codec):
+class Integer(_Bounded[int]):
+    """A JSON integer within ±(2^53−1) and the optional ``minimum``/``maximum``. ``2.0`` is
+    the integer 2; text such as ``"2"`` is refused."""
+
+    name: ClassVar[str] = "integer"
+
+    @classmethod
+    def build(cls, params: Params, codecs: Codecs) -> Integer:
+        return cls(*_bounds(params, params.bound))
+
+    def canonical(self, value: Any, where: str) -> Any:
+        if value is None:
+            raise _null(where, "integer")
+        whole = type(value) is int or (type(value) is float and value.is_integer())
+        if not whole:
+            raise reject(where, "integer.type", f"{_show(value)} is not an integer")
+        if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            raise reject(where, "integer.range", "integers must lie within ±(2^53-1)")
+        return self.within(int(value), where)
+
+    def order_key(self, canonical: Any) -> tuple[str, Any]:
+        return ("", canonical)
+
+
+@dataclass(frozen=True, slots=True)
+class _ExactDecimal(_Bounded[str]):
+    """An exact decimal within the optional bounds; its refusals carry the codec's name."""
+
+    @classmethod
+    def build(cls, params: Params, codecs: Codecs) -> Self:
+        return cls(*_bounds(params, params.decimal))
+
+    def canonical(self, value: Any, where: str) -> Any:
+        return self.within(canonical_decimal(value, where, self.name), where)
+
+    def order_key(self, canonical: Any) -> tuple[str, Any]:
+        return ("", Decimal(canonical))
+
+
+@BUILTIN.register
+@dataclass(frozen=True, slots=True)
+class Exact(_ExactDecimal):
     """An exact decimal, written as a string (``"0.25"``) or an integer; never a binary float.
     Canonical form: the shortest plain decimal string. Optional ``minimum``/``maximum``."""
 
     name: ClassVar[str] = "decimal"
-    minimum: str | None = None
-    maximum: str | None = None
-
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Exact:
-        return cls(*_bounds(params))
-
-    def params(self) -> dict[str, Any]:
-        return {"minimum": self.minimum, "maximum": self.maximum}
-
-    def widens(self, old: Codec) -> bool:
-        return (
-            isinstance(old, Exact)
-            and _looser_min(self.minimum, old.minimum)
-            and _looser_max(self.maximum, old.maximum)
-        )
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = canonical_decimal(value, where)
-        _check_bounds(text, where, "decimal", self.minimum, self.maximum)
-        return text
-
-    def order_key(self, canonical: Any) -> tuple[str, Any]:
-        return ("", Decimal(canonical))
 
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Percent(Codec):
+class Percent(_ExactDecimal):
     """A percentage as an exact decimal: ``"12.5"`` (or ``"12.5%"``) is 12.5 %. Canonical
     form: the decimal string without the sign. Optional ``minimum``/``maximum``."""
 
     name: ClassVar[str] = "percent"
-    minimum: str | None = None
-    maximum: str | None = None
-
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Percent:
-        return cls(*_bounds(params))
-
-    def params(self) -> dict[str, Any]:
-        return {"minimum": self.minimum, "maximum": self.maximum}
-
-    def widens(self, old: Codec) -> bool:
-        return (
-            isinstance(old, Percent)
-            and _looser_min(self.minimum, old.minimum)
-            and _looser_max(self.maximum, old.maximum)
-        )
 
     def canonical(self, value: Any, where: str) -> Any:
         if type(value) is str and value.endswith("%"):
             value = value[:-1]
-        text = canonical_decimal(value, where, "percent")
-        _check_bounds(text, where, "percent", self.minimum, self.maximum)
-        return text
+        return _ExactDecimal.canonical(self, value, where)
 
-    def order_key(self, canonical: Any) -> tuple[str, Any]:
-        return ("", Decimal(canonical))
+
+# -- notations: strings of one fixed form --------------------------------------------------------
+
+
+class _Notation(Codec):
+    """A codec whose values are strings of one form (a date, a URL, a DOI, an ISBN, ...).
+    Anything but a string is refused as ``<name>.type`` ("is not ``expected``"); ``parse``
+    gives a string's canonical form. The refusals notations share, a malformed string and a
+    failed check digit, are worded here. Without parameters unless ``build`` reads some."""
+
+    expected: ClassVar[str]
+
+    @classmethod
+    def build(cls, params: Params, codecs: Codecs) -> Self:
+        return cls()
+
+    def canonical(self, value: Any, where: str) -> Any:
+        return self.parse(_string(value, where, self.name, self.expected), where)
+
+    @abstractmethod
+    def parse(self, text: str, where: str) -> str:
+        """The canonical form of ``text``; ``InvalidArgument`` when it is not of this form."""
+
+    def malformed(self, text: str, where: str, form: str) -> InvalidArgument:
+        return reject(where, f"{self.name}.format", f"{_show(text)} is not {form}")
+
+    def unchecked(self, text: str, where: str, check: str) -> InvalidArgument:
+        return reject(where, f"{self.name}.checksum", f"{_show(text)} fails the {check}")
 
 
 # -- dates and times -----------------------------------------------------------------------------
@@ -590,11 +620,12 @@ _DATE = re.compile(r"([0-9]{4})(?:-([0-9]{2})(?:-([0-9]{2}))?)?")
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Date(Codec):
+class Date(_Notation):
     """An ISO 8601 calendar date ``YYYY-MM-DD`` (years 0001-9999). With ``partial`` also a
     year ``YYYY`` or a month ``YYYY-MM``, which order as their first day."""
 
     name: ClassVar[str] = "date"
+    expected: ClassVar[str] = "a date"
     partial: bool = False
 
     @classmethod
@@ -607,12 +638,11 @@ class Date(Codec):
     def widens(self, old: Codec) -> bool:
         return isinstance(old, Date) and (self.partial or not old.partial)
 
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "date", "a date")
+    def parse(self, text: str, where: str) -> str:
         match = _DATE.fullmatch(text)
         if match is None:
-            expected = "YYYY, YYYY-MM or YYYY-MM-DD" if self.partial else "YYYY-MM-DD"
-            raise reject(where, "date.format", f"{_show(text)} is not a date ({expected})")
+            form = "YYYY, YYYY-MM or YYYY-MM-DD" if self.partial else "YYYY-MM-DD"
+            raise self.malformed(text, where, f"a date ({form})")
         year, month, day = match.groups()
         if day is None and not self.partial:
             raise reject(where, "date.partial", f"{_show(text)} is not a full date (YYYY-MM-DD)")
@@ -635,25 +665,18 @@ _DATETIME = re.compile(
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class DateTime(Codec):
+class DateTime(_Notation):
     """An RFC 3339 date-time with an offset, normalized to UTC: ``2024-03-01T10:00:00+02:00``
     is ``2024-03-01T08:00:00Z``. Fractions keep up to 9 digits, trailing zeros dropped."""
 
     name: ClassVar[str] = "datetime"
+    expected: ClassVar[str] = "a date-time"
 
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> DateTime:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "datetime", "a date-time")
+    def parse(self, text: str, where: str) -> str:
         match = _DATETIME.fullmatch(text)
         if match is None:
-            raise reject(
-                where,
-                "datetime.format",
-                f"{_show(text)} is not an RFC 3339 date-time with an offset"
-                " (e.g. 2024-03-01T10:00:00Z)",
+            raise self.malformed(
+                text, where, "an RFC 3339 date-time with an offset (e.g. 2024-03-01T10:00:00Z)"
             )
         year, month, day, hour, minute, second, fraction, offset = match.groups()
         if second == "60":
@@ -747,7 +770,7 @@ def _host(host: str, where: str) -> str:
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Url(Codec):
+class Url(_Notation):
     """An absolute URL with a host, scheme among ``schemes`` (default http, https), at most
     2,048 ASCII characters (non-ASCII percent-encoded), no user name or password.
     Canonical form (RFC 3986 §6.2.2): scheme and host in lowercase, the default port dropped,
@@ -755,6 +778,7 @@ class Url(Codec):
     empty path."""
 
     name: ClassVar[str] = "url"
+    expected: ClassVar[str] = "a URL"
     schemes: tuple[str, ...] = ("http", "https")
 
     @classmethod
@@ -769,10 +793,9 @@ class Url(Codec):
         return {"schemes": sorted(self.schemes)}
 
     def widens(self, old: Codec) -> bool:
-        return isinstance(old, Url) and set(self.schemes) >= set(old.schemes)
+        return isinstance(old, Url) and _superset(self.schemes, old.schemes)
 
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "url", "a URL")
+    def parse(self, text: str, where: str) -> str:
         if len(text) > MAX_URL:
             raise reject(where, "url.length", f"a URL has at most {MAX_URL} characters")
         if _URL_CHARACTERS.fullmatch(text) is None or _BAD_PERCENT.search(text):
@@ -784,17 +807,11 @@ class Url(Codec):
             )
         match = _URI.fullmatch(text)
         if match is None:
-            raise reject(
-                where, "url.format", f"{_show(text)} is not an absolute URL (scheme://host/...)"
-            )
+            raise self.malformed(text, where, "an absolute URL (scheme://host/...)")
         scheme, authority, path, query, fragment = match.groups()
         scheme = scheme.lower()
         if scheme not in self.schemes:
-            raise reject(
-                where,
-                "url.scheme",
-                f"the scheme {scheme} is not allowed here ({', '.join(sorted(self.schemes))})",
-            )
+            raise _not_allowed(where, "url.scheme", f"the scheme {scheme}", sorted(self.schemes))
         if "@" in authority:
             raise reject(where, "url.userinfo", "URLs with a user name or password are refused")
         host, port = authority, ""
@@ -828,37 +845,32 @@ _DOI_RESOLVERS = (
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Doi(Codec):
+class Doi(_Notation):
     """A DOI ``10.<registrant>/<suffix>``, also written ``doi:...`` or as a doi.org URL.
     DOIs ignore ASCII case, so the canonical form is the bare DOI in lowercase."""
 
     name: ClassVar[str] = "doi"
+    expected: ClassVar[str] = "a DOI"
 
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Doi:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "doi", "a DOI")
+    def parse(self, text: str, where: str) -> str:
         lowered = _ascii_lower(text)
+        doi = text
         for resolver in _DOI_RESOLVERS:
             if lowered.startswith(resolver):
                 try:
-                    text = urllib.parse.unquote(text[len(resolver) :], errors="strict")
+                    doi = urllib.parse.unquote(text[len(resolver) :], errors="strict")
                 except UnicodeDecodeError:
                     raise reject(where, "doi.format", "the DOI URL is not valid UTF-8") from None
                 break
         else:
             if lowered.startswith("doi:"):
-                text = text[4:]
-        text = _ascii_lower(text)
-        if len(text) > 512 or _DOI.fullmatch(text) is None:
-            raise reject(
-                where,
-                "doi.format",
-                f"{_show(value)} is not a DOI (10.<registrant>/<suffix>, e.g. 10.1038/nature21707)",
+                doi = text[4:]
+        doi = _ascii_lower(doi)
+        if len(doi) > 512 or _DOI.fullmatch(doi) is None:
+            raise self.malformed(
+                text, where, "a DOI (10.<registrant>/<suffix>, e.g. 10.1038/nature21707)"
             )
-        return text
+        return doi
 
 
 _ISBN_PREFIX = re.compile(r"(?i:isbn(?:-1[03])?:?\s*)")
@@ -866,32 +878,28 @@ _ISBN_PREFIX = re.compile(r"(?i:isbn(?:-1[03])?:?\s*)")
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Isbn(Codec):
+class Isbn(_Notation):
     """An ISBN-10 or ISBN-13 (hyphens, spaces and an ``ISBN`` prefix allowed) with a valid
     check digit. Canonical form: the 13 digits, so an ISBN-10 and its ISBN-13 are equal."""
 
     name: ClassVar[str] = "isbn"
+    expected: ClassVar[str] = "an ISBN"
 
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Isbn:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "isbn", "an ISBN")
+    def parse(self, text: str, where: str) -> str:
         prefix = _ISBN_PREFIX.match(text)
         compact = text[prefix.end() if prefix else 0 :].replace("-", "").replace(" ", "")
         compact = _ascii_upper(compact)
         if re.fullmatch(r"[0-9]{9}[0-9X]", compact):
             total = sum((10 - i) * (10 if c == "X" else int(c)) for i, c in enumerate(compact))
             if total % 11:
-                raise reject(where, "isbn.checksum", f"{_show(text)} fails the ISBN-10 check digit")
+                raise self.unchecked(text, where, "ISBN-10 check digit")
             body = "978" + compact[:9]
             return body + _isbn13_check(body)
         if re.fullmatch(r"97[89][0-9]{10}", compact):
             if _isbn13_check(compact[:12]) != compact[12]:
-                raise reject(where, "isbn.checksum", f"{_show(text)} fails the ISBN-13 check digit")
+                raise self.unchecked(text, where, "ISBN-13 check digit")
             return compact
-        raise reject(where, "isbn.format", f"{_show(text)} is not an ISBN-10 or ISBN-13")
+        raise self.malformed(text, where, "an ISBN-10 or ISBN-13")
 
 
 def _isbn13_check(body: str) -> str:
@@ -904,32 +912,26 @@ _ORCID_PREFIX = re.compile(r"(?i:(?:https?://)?orcid\.org/)")
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Orcid(Codec):
+class Orcid(_Notation):
     """An ORCID iD (``0000-0002-1825-0097``, or its orcid.org URL) with a valid ISO 7064
     MOD 11-2 check character. Canonical form: the bare, hyphenated iD."""
 
     name: ClassVar[str] = "orcid"
+    expected: ClassVar[str] = "an ORCID iD"
 
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Orcid:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "orcid", "an ORCID iD")
+    def parse(self, text: str, where: str) -> str:
         prefix = _ORCID_PREFIX.match(text)
         compact = text[prefix.end() if prefix else 0 :]
         match = re.fullmatch(r"([0-9]{4})-?([0-9]{4})-?([0-9]{4})-?([0-9]{3}[0-9Xx])", compact)
         if match is None:
-            raise reject(
-                where, "orcid.format", f"{_show(text)} is not an ORCID iD (0000-0002-1825-0097)"
-            )
+            raise self.malformed(text, where, "an ORCID iD (0000-0002-1825-0097)")
         digits = _ascii_upper("".join(match.groups()))
         total = 0
         for char in digits[:15]:
             total = (total + int(char)) * 2
         check = (12 - total % 11) % 11
         if digits[15] != ("X" if check == 10 else str(check)):
-            raise reject(where, "orcid.checksum", f"{_show(text)} fails the ORCID check character")
+            raise self.unchecked(text, where, "ORCID check character")
         return "-".join(digits[i : i + 4] for i in range(0, 16, 4))
 
 
@@ -938,78 +940,74 @@ def _alphanumeric_digits(text: str) -> str:
     return "".join(str(int(char, 36)) for char in text)
 
 
+class _Code(_Notation):
+    """A code canonical in ASCII uppercase: the uppercased string must match ``pattern`` (else
+    it is not ``form``) and pass ``valid``, its check digits, named ``check`` when it fails."""
+
+    pattern: ClassVar[re.Pattern[str]]
+    form: ClassVar[str]
+    check: ClassVar[str] = ""
+
+    def parse(self, text: str, where: str) -> str:
+        code = _ascii_upper(text)
+        if self.pattern.fullmatch(code) is None:
+            raise self.malformed(text, where, self.form)
+        if not self.valid(code):
+            raise self.unchecked(text, where, self.check)
+        return code
+
+    def valid(self, code: str) -> bool:
+        """Whether a well-formed code's check digits are right (a code without any: True)."""
+        return True
+
+
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Isin(Codec):
+class Isin(_Code):
     """An ISIN (ISO 6166): country letters, nine characters and a Luhn check digit.
     Canonical form: uppercase."""
 
     name: ClassVar[str] = "isin"
+    expected: ClassVar[str] = "an ISIN"
+    pattern: ClassVar[re.Pattern[str]] = re.compile(r"[A-Z]{2}[A-Z0-9]{9}[0-9]")
+    form: ClassVar[str] = "an ISIN (US0378331005)"
+    check: ClassVar[str] = "ISIN check digit"
 
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Isin:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "isin", "an ISIN")
-        code = _ascii_upper(text)
-        if re.fullmatch(r"[A-Z]{2}[A-Z0-9]{9}[0-9]", code) is None:
-            raise reject(where, "isin.format", f"{_show(text)} is not an ISIN (US0378331005)")
-        digits = _alphanumeric_digits(code)
+    def valid(self, code: str) -> bool:
         total = 0
-        for index, char in enumerate(reversed(digits)):
+        for index, char in enumerate(reversed(_alphanumeric_digits(code))):
             number = int(char) * (2 if index % 2 else 1)
             total += number - 9 if number > 9 else number
-        if total % 10:
-            raise reject(where, "isin.checksum", f"{_show(text)} fails the ISIN check digit")
-        return code
+        return total % 10 == 0
 
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Lei(Codec):
+class Lei(_Code):
     """A Legal Entity Identifier (ISO 17442): 18 characters and two ISO 7064 MOD 97-10 check
     digits. Canonical form: uppercase."""
 
     name: ClassVar[str] = "lei"
+    expected: ClassVar[str] = "an LEI"
+    pattern: ClassVar[re.Pattern[str]] = re.compile(r"[A-Z0-9]{18}[0-9]{2}")
+    form: ClassVar[str] = "an LEI (20 letters and digits)"
+    check: ClassVar[str] = "LEI check digits"
 
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Lei:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "lei", "an LEI")
-        code = _ascii_upper(text)
-        if re.fullmatch(r"[A-Z0-9]{18}[0-9]{2}", code) is None:
-            raise reject(
-                where, "lei.format", f"{_show(text)} is not an LEI (20 letters and digits)"
-            )
-        if int(_alphanumeric_digits(code)) % 97 != 1:
-            raise reject(where, "lei.checksum", f"{_show(text)} fails the LEI check digits")
-        return code
-
-
-_TICKER = re.compile(r"[A-Z0-9]+(?:[.\-/][A-Z0-9]+)*")
+    def valid(self, code: str) -> bool:
+        return int(_alphanumeric_digits(code)) % 97 == 1
 
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Ticker(Codec):
+class Ticker(_Code):
     """An exchange ticker symbol: letters and digits, optionally joined by ``.``, ``-`` or
     ``/`` (``BRK.B``), at most 16 characters. Canonical form: uppercase."""
 
     name: ClassVar[str] = "ticker"
-
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Ticker:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "ticker", "a ticker")
-        code = _ascii_upper(text)
-        if len(code) > 16 or _TICKER.fullmatch(code) is None:
-            raise reject(where, "ticker.format", f"{_show(text)} is not a ticker symbol")
-        return code
+    expected: ClassVar[str] = "a ticker"
+    # The lookahead holds the 16-character limit.
+    pattern: ClassVar[re.Pattern[str]] = re.compile(r"(?=.{1,16}\Z)[A-Z0-9]+(?:[.\-/][A-Z0-9]+)*")
+    form: ClassVar[str] = "a ticker symbol"
 
 
 # -- language tags (BCP 47) ----------------------------------------------------------------------
@@ -1083,28 +1081,20 @@ def _tag_case(tag: str) -> str:
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Language(Codec):
+class Language(_Notation):
     """A well-formed BCP 47 language tag (RFC 5646 syntax, grandfathered tags included), at
     most 128 characters. Canonical form: the RFC's case conventions (``en-GB``,
     ``zh-Hant-TW``, ``sr-Latn``)."""
 
     name: ClassVar[str] = "language"
+    expected: ClassVar[str] = "a language tag"
 
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Language:
-        return cls()
-
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "language", "a language tag")
+    def parse(self, text: str, where: str) -> str:
         lowered = _ascii_lower(text)
         if len(text) > 128 or not (
             lowered in _GRANDFATHERED or _LANGTAG.fullmatch(lowered) is not None
         ):
-            raise reject(
-                where,
-                "language.format",
-                f"{_show(text)} is not a well-formed BCP 47 language tag (e.g. en, pt-BR)",
-            )
+            raise self.malformed(text, where, "a well-formed BCP 47 language tag (e.g. en, pt-BR)")
         return _tag_case(lowered)
 
 
@@ -1127,44 +1117,49 @@ _ISO_4217 = """
 CURRENCIES = frozenset(_ISO_4217.split())
 
 
-def _currency(value: Any, where: str, allowed: tuple[str, ...] | None) -> str:
-    text = _string(value, where, "currency", "an ISO 4217 currency code")
-    code = _ascii_upper(text)
-    if len(code) != 3 or code not in CURRENCIES:
-        raise reject(where, "currency.code", f"{_show(text)} is not an ISO 4217 currency code")
-    if allowed is not None and code not in allowed:
-        raise reject(
-            where, "currency.allowed", f"{code} is not allowed here ({', '.join(allowed)})"
-        )
-    return code
-
-
 def _currency_param(text: str) -> str | None:
     code = _ascii_upper(text)
     return code if code in CURRENCIES else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Currencies(Codec):
+    """A codec of values in a currency, optionally one of ``currencies``: the parameter, how it
+    compares for a compatible change and the currency's refusals (rules ``currency.*``)."""
+
+    currencies: tuple[str, ...] | None = None
+
+    @classmethod
+    def build(cls, params: Params, codecs: Codecs) -> Self:
+        return cls(params.strings("currencies", _currency_param))
+
+    def params(self) -> dict[str, Any]:
+        return {"currencies": _sorted(self.currencies)}
+
+    def widens(self, old: Codec) -> bool:
+        # Only its own kind: sharing this base does not make money a currency.
+        return isinstance(old, type(self)) and _superset(self.currencies, old.currencies)
+
+    def currency(self, value: Any, where: str) -> str:
+        text = _string(value, where, "currency", "an ISO 4217 currency code")
+        code = _ascii_upper(text)
+        if len(code) != 3 or code not in CURRENCIES:
+            raise reject(where, "currency.code", f"{_show(text)} is not an ISO 4217 currency code")
+        if self.currencies is not None and code not in self.currencies:
+            raise _not_allowed(where, "currency.allowed", code, self.currencies)
+        return code
+
+
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Currency(Codec):
+class Currency(_Currencies):
     """An ISO 4217 currency code (``EUR``), optionally one of ``currencies``. Canonical form:
     uppercase."""
 
     name: ClassVar[str] = "currency"
-    currencies: tuple[str, ...] | None = None
-
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Currency:
-        return cls(params.strings("currencies", _currency_param))
-
-    def params(self) -> dict[str, Any]:
-        return {"currencies": None if self.currencies is None else sorted(self.currencies)}
-
-    def widens(self, old: Codec) -> bool:
-        return isinstance(old, Currency) and _superset(self.currencies, old.currencies)
 
     def canonical(self, value: Any, where: str) -> Any:
-        return _currency(value, where, self.currencies)
+        return self.currency(value, where)
 
 
 def _object(value: Any, where: str, codec: str, keys: tuple[str, ...], example: str) -> Any:
@@ -1182,23 +1177,12 @@ def _object(value: Any, where: str, codec: str, keys: tuple[str, ...], example: 
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Money(Codec):
+class Money(_Currencies):
     """``{"amount": "12.50", "currency": "EUR"}``: an exact decimal amount and an ISO 4217 code
     (optionally one of ``currencies``). Canonical form: the amount's canonical decimal, the code
     in uppercase. Amounts order within one currency."""
 
     name: ClassVar[str] = "money"
-    currencies: tuple[str, ...] | None = None
-
-    @classmethod
-    def build(cls, params: Params, codecs: Codecs) -> Money:
-        return cls(params.strings("currencies", _currency_param))
-
-    def params(self) -> dict[str, Any]:
-        return {"currencies": None if self.currencies is None else sorted(self.currencies)}
-
-    def widens(self, old: Codec) -> bool:
-        return isinstance(old, Money) and _superset(self.currencies, old.currencies)
 
     def canonical(self, value: Any, where: str) -> Any:
         _object(
@@ -1206,7 +1190,7 @@ class Money(Codec):
         )
         return {
             "amount": canonical_decimal(value["amount"], f"{where}.amount"),
-            "currency": _currency(value["currency"], f"{where}.currency", self.currencies),
+            "currency": self.currency(value["currency"], f"{where}.currency"),
         }
 
     def order_key(self, canonical: Any) -> tuple[str, Any]:
@@ -1233,7 +1217,7 @@ class Quantity(Codec):
         return cls(params.strings("units", lambda u: u if _UNIT.fullmatch(u) else None))
 
     def params(self) -> dict[str, Any]:
-        return {"units": None if self.units is None else sorted(self.units)}
+        return {"units": _sorted(self.units)}
 
     def widens(self, old: Codec) -> bool:
         return isinstance(old, Quantity) and _superset(self.units, old.units)
@@ -1249,11 +1233,7 @@ class Quantity(Codec):
                 " surrounding spaces)",
             )
         if self.units is not None and unit not in self.units:
-            raise reject(
-                f"{where}.unit",
-                "quantity.allowed",
-                f"{_show(unit)} is not allowed here ({', '.join(self.units)})",
-            )
+            raise _not_allowed(f"{where}.unit", "quantity.allowed", _show(unit), self.units)
         return {"value": canonical_decimal(value["value"], f"{where}.value"), "unit": unit}
 
     def order_key(self, canonical: Any) -> tuple[str, Any]:
@@ -1310,11 +1290,12 @@ _KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 @BUILTIN.register
 @dataclass(frozen=True, slots=True)
-class Reference(Codec):
+class Reference(_Notation):
     """The name of another record (``<kind>:<slug>``), optionally of one of ``kinds``. The
     record need not exist (yet), as with links."""
 
     name: ClassVar[str] = "reference"
+    expected: ClassVar[str] = "a record name"
     kinds: tuple[str, ...] | None = None
 
     @classmethod
@@ -1322,17 +1303,14 @@ class Reference(Codec):
         return cls(params.strings("kinds", lambda k: k if _KIND.fullmatch(k) else None))
 
     def params(self) -> dict[str, Any]:
-        return {"kinds": None if self.kinds is None else sorted(self.kinds)}
+        return {"kinds": _sorted(self.kinds)}
 
     def widens(self, old: Codec) -> bool:
         return isinstance(old, Reference) and _superset(self.kinds, old.kinds)
 
-    def canonical(self, value: Any, where: str) -> Any:
-        text = _string(value, where, "reference", "a record name")
+    def parse(self, text: str, where: str) -> str:
         if _NAME.fullmatch(text) is None:
-            raise reject(
-                where, "reference.format", f"{_show(text)} is not a record name (<kind>:<slug>)"
-            )
+            raise self.malformed(text, where, "a record name (<kind>:<slug>)")
         kind = text.partition(":")[0]
         if self.kinds is not None and kind not in self.kinds:
             raise reject(
@@ -1359,11 +1337,8 @@ class List(Codec):
     @classmethod
     def build(cls, params: Params, codecs: Codecs) -> List:
         of = params.codec("of", codecs)
-        low = params.integer("min_items", 0)
-        high = params.integer("max_items", 64, minimum=1)
-        if low > high:
-            raise params.error("min_items", "must not exceed max_items")
-        return cls(of, low, high, params.boolean("unique", False))
+        items = _counts(params, "min_items", 0, "max_items", 64)
+        return cls(of, *items, params.boolean("unique", False))
 
     def params(self) -> dict[str, Any]:
         return {
@@ -1377,8 +1352,7 @@ class List(Codec):
         return (
             isinstance(old, List)
             and self.of.widens(old.of)
-            and self.min_items <= old.min_items
-            and self.max_items >= old.max_items
+            and _wider((self.min_items, self.max_items), (old.min_items, old.max_items))
             and (old.unique or not self.unique)
         )
 
