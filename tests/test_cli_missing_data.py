@@ -54,6 +54,8 @@ def _commands(exports: dict[str, Path]) -> dict[str, list[str]]:
         "profile install": ["profile", "install", "research", "--owner", "ann"],
         "profile list": ["profile", "list", "--owner", "ann"],
         "mcp": ["mcp", "--notebook", "nb_0123456789abcdef"],
+        "document put": ["document", "put", "report-42", "--owner", "ann"],
+        "notebook open": ["notebook", "open", "--owner", "ann", "--document", "d", "--run", "r"],
         "demo": ["demo"],
     }
 

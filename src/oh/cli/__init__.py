@@ -3,9 +3,10 @@
 
 Here is the parser; each command lives in the module of its group, a few short functions that
 read the flags, call the library and print: ``serve`` (``serve``, ``mcp``, ``token``),
-``verify``, ``index``, ``purge``, ``transfer`` (``export``, ``import``), ``profiles``
-(``profile``) and ``reference`` (``postgres``, ``schemas``, ``demo``). ``options`` holds the flags
-several commands share. Only this package parses arguments or prints for the command line.
+``notebooks`` (``document``, ``notebook``), ``verify``, ``index``, ``purge``, ``transfer``
+(``export``, ``import``), ``profiles`` (``profile``) and ``reference`` (``postgres``,
+``schemas``, ``demo``). ``options`` holds the flags several commands share. Only this package
+parses arguments or prints for the command line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from oh._version import __version__
 from oh.cli import options
 from oh.cli.index import cmd_index, configure_index
+from oh.cli.notebooks import cmd_document, cmd_notebook, configure_document, configure_notebook
 from oh.cli.profiles import register as register_profile
 from oh.cli.purge import cmd_purge, configure_purge
 from oh.cli.reference import cmd_demo, cmd_postgres, cmd_schemas, configure_postgres
@@ -45,6 +47,12 @@ COMMANDS: dict[str, tuple[str, Handler]] = {
     "mcp": ("serve one notebook's tools over MCP stdio (agent token from OH_AGENT_TOKEN)", cmd_mcp),
     "index": ("drop and rebuild every similarity vector: oh index rebuild", cmd_index),
     "token": ("create an owner token: oh token create --owner NAME", cmd_token),
+    "document": ("register a document to its owner: oh document put --owner O DOC", cmd_document),
+    "notebook": (
+        "open a run's notebook and print its agent token and MCP client config:"
+        " oh notebook open --owner O --document D --run R",
+        cmd_notebook,
+    ),
     "export": ("write notebooks or the knowledge base as canonical JSON lines", cmd_export),
     "import": ("import an export, checked whole before anything is written", cmd_import),
     "postgres": (
@@ -69,6 +77,8 @@ _FLAGS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
     "import": configure_import,
     "postgres": configure_postgres,
     "token": configure_token,
+    "document": configure_document,
+    "notebook": configure_notebook,
     "purge": configure_purge,
 }
 

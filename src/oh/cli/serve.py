@@ -38,6 +38,7 @@ __all__ = [
     "configure_mcp",
     "configure_serve",
     "configure_token",
+    "location_flags",
     "oh_command",
     "owner_token_command",
 ]
@@ -150,7 +151,7 @@ def _banner(locations: Locations, base: str) -> list[str]:
     return [
         f"Oh {__version__} serving memory from {where}",
         f"  HTTP API   {base}/v1  (OpenAPI: {base}/openapi.json)",
-        f"  MCP        {base}/mcp  (agent token from opening a notebook)",
+        f"  MCP        {base}/mcp  (agent token and client config: oh notebook open)",
         f"  Panel      {base}/panel  (sign in with an owner token)",
         f"  Owner token: {owner_token_command(locations)}",
     ]
@@ -159,7 +160,7 @@ def _banner(locations: Locations, base: str) -> list[str]:
 def owner_token_command(locations: Locations, owner: str = "you") -> str:
     """The command that creates an owner token for these databases, working as written from
     any directory (the banner prints it; the panel's sign-in page shows it)."""
-    token = shlex.join(["token", "create", "--owner", owner, *_location_flags(locations)])
+    token = shlex.join(["token", "create", "--owner", owner, *location_flags(locations)])
     return f"{oh_command()} {token}"
 
 
@@ -177,7 +178,8 @@ def oh_command() -> str:
     return f"{shlex.quote(sys.executable)} -m oh.cli"
 
 
-def _location_flags(locations: Locations) -> list[str]:
+def location_flags(locations: Locations) -> list[str]:
+    """The flags that name these databases to another ``oh`` command, as absolute paths."""
     flags = []
     if locations.memory_url is None or locations.knowledge_url is None:
         flags += ["--data", str(locations.data_dir.resolve())]
