@@ -183,6 +183,8 @@ def owner_routes(world: dict[str, Any]) -> list[tuple[str, str, Any, bool]]:
         ("DELETE", "/v1/documents/ann-doc", None, False),
         ("POST", "/v1/documents/ann-doc/notebooks", {"run": "run-1"}, False),
         ("POST", "/v1/documents/ann-doc/notebooks", {"run": "run-new"}, False),
+        ("GET", "/v1/notebooks", None, True),  # any owner lists their own: never ann's
+        ("GET", "/v1/notebooks?document=ann-doc&state=open", None, True),
         ("GET", f"/v1/notebooks/{nb}", None, False),
         ("DELETE", f"/v1/notebooks/{nb}", None, False),
         ("GET", f"/v1/notebooks/{nb}/records", None, False),

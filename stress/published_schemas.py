@@ -41,7 +41,17 @@ def setup(server: Server) -> dict[str, Any]:
         base_url=server.url, headers={"Authorization": f"Bearer {owner}"}, timeout=30
     )
     http.put("/v1/documents/fuzz-doc").raise_for_status()
-    opened = http.post("/v1/documents/fuzz-doc/notebooks", json={"run": "fuzz"}).json()
+    # Two notebooks of the fuzzed owner, so a listing one a page long has a cursor to go on.
+    for run in ("fuzz-1", "fuzz-2"):
+        http.post("/v1/documents/fuzz-doc/notebooks", json={"run": run}).raise_for_status()
+    # The agent's notebook belongs to another owner: the owner routes, fuzzed first with ids
+    # they find in listings, may forget every notebook of theirs, and must not forget this one.
+    keeper = server.owner_token("agents-owner")
+    kept = {"Authorization": f"Bearer {keeper}"}
+    httpx.put(f"{server.url}/v1/documents/agent-doc", headers=kept).raise_for_status()
+    opened = httpx.post(
+        f"{server.url}/v1/documents/agent-doc/notebooks", json={"run": "fuzz"}, headers=kept
+    ).json()
     agent, notebook = opened["agent_token"], opened["notebook"]["id"]
     written = httpx.post(
         f"{server.url}/v1/notebooks/{notebook}/tools/remember",
@@ -101,6 +111,7 @@ def fuzz(
         "SCHEMATHESIS_HOOKS": "schemathesis_hooks",
         "OH_FUZZ_URL": server.url,
         "OH_FUZZ_AGENT": world["agent"],
+        "OH_FUZZ_OWNER": world["owner"],
         "OH_FUZZ_NOTEBOOK": world["notebook"],
         "OH_FUZZ_PROPOSAL": world["proposal"],
         "OH_FUZZ_PROPOSAL_NAME": world["proposal_name"],
@@ -108,6 +119,8 @@ def fuzz(
     done = subprocess.run(
         [
             str(Path(sys.executable).parent / "schemathesis"),
+            "--config-file",
+            str(STRESS / "schemathesis.toml"),
             "--no-color",
             "run",
             f"{server.url}/openapi.json",

@@ -8,13 +8,14 @@ and nothing else:
 * a record's ``kind``, when given, becomes its name's prefix; its links stop naming itself;
   the changes of one call name each record once;
 * a query cursor becomes a real cursor (of ``current_notes``, the question it continues) and an
-  explain token a real token, for a row that answer has;
+  explain token a real token, for a row that answer has; a listing's cursor becomes one a
+  listing of the owner's notebooks returned;
 * the agent's routes name the agent's notebook, and a decision's record keeps the proposal's
   name.
 
 Negative cases are left alone: they must be refused as they are. Loaded by schemathesis through
 ``SCHEMATHESIS_HOOKS``; the server and credentials come from ``OH_FUZZ_URL``, ``OH_FUZZ_AGENT``,
-``OH_FUZZ_NOTEBOOK``, ``OH_FUZZ_PROPOSAL`` and ``OH_FUZZ_PROPOSAL_NAME``.
+``OH_FUZZ_OWNER``, ``OH_FUZZ_NOTEBOOK``, ``OH_FUZZ_PROPOSAL`` and ``OH_FUZZ_PROPOSAL_NAME``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from schemathesis import GenerationMode
 
 URL = os.environ.get("OH_FUZZ_URL", "")
 AGENT = os.environ.get("OH_FUZZ_AGENT", "")
+OWNER = os.environ.get("OH_FUZZ_OWNER", "")
 NOTEBOOK = os.environ.get("OH_FUZZ_NOTEBOOK", "")
 PROPOSAL = os.environ.get("OH_FUZZ_PROPOSAL", "")
 PROPOSAL_NAME = os.environ.get("OH_FUZZ_PROPOSAL_NAME", "")
@@ -81,6 +83,14 @@ def map_case(context: Any, case: Any) -> Any:
     path = case.operation.path
     if ("{notebook_id}" in path and "/tools/" in path) or path.endswith("/bootstrap"):
         case.path_parameters = {**(case.path_parameters or {}), "notebook_id": NOTEBOOK}
+    if path == "/v1/notebooks" and "cursor" in (case.query or {}):
+        listed = httpx.get(
+            f"{URL}/v1/notebooks",
+            params={"limit": 1},
+            headers={"Authorization": f"Bearer {OWNER}"},
+            timeout=30,
+        ).json()
+        case.query = {**case.query, "cursor": listed["next_cursor"]}
     body = case.body
     if not isinstance(body, dict):
         return case

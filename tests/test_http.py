@@ -608,3 +608,65 @@ def test_the_openapi_document_declares_the_bearer_schemes_and_parameter_schemas(
     assert changes["changes"]["maxItems"] == 64
     assert changes["based_on"]["maximum"] == 2**53 - 1
     assert "$defs" not in json.dumps(document)
+
+
+def test_the_owner_lists_their_notebooks_and_never_anothers(
+    server: Server, ann: Client, bob: Client
+) -> None:
+    mine = [_open(ann, "listing-doc", f"run-{i}")["notebook"]["id"] for i in range(3)]
+    theirs = _open(bob, "bob-listing-doc", "run-1")["notebook"]["id"]
+    ann.delete(f"/v1/notebooks/{mine[0]}")
+    answer = ann.get("/v1/notebooks", params={"document": "listing-doc"})
+    assert answer.status_code == 200, answer.text
+    listed = answer.json()["notebooks"]
+    assert {n["id"] for n in listed} == set(mine)
+    order = [(n["started_at"], n["id"]) for n in listed]
+    assert order == sorted(order, reverse=True)  # newest first
+    assert {n["id"]: n["state"] for n in listed}[mine[0]] == "purged"
+    assert all(n["document"] == "listing-doc" and n["run"].startswith("run-") for n in listed)
+    assert theirs not in {n["id"] for n in ann.get("/v1/notebooks").json()["notebooks"]}
+    # Paged: two, then the rest, by the cursor the first page returned.
+    first = ann.get("/v1/notebooks", params={"document": "listing-doc", "limit": "2"}).json()
+    rest = ann.get(
+        "/v1/notebooks",
+        params={"document": "listing-doc", "limit": "2", "cursor": first["next_cursor"]},
+    ).json()
+    assert [n["id"] for n in first["notebooks"] + rest["notebooks"]] == [n["id"] for n in listed]
+    assert rest["next_cursor"] is None
+    opened = ann.get("/v1/notebooks", params={"state": "open", "document": "listing-doc"})
+    assert {n["id"] for n in opened.json()["notebooks"]} == set(mine[1:])
+    # Refusals: typed, 400 or 401, never a 500.
+    for params in ({"limit": "0"}, {"limit": "1.5"}, {"state": "closed"}, {"cursor": "nope"},
+                   {"document": "a/b"}):  # fmt: skip
+        refused = ann.get("/v1/notebooks", params=params)
+        assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid_argument")
+    unauthenticated = httpx.get(f"{server.url}/v1/notebooks")
+    assert unauthenticated.status_code == 401
+    assert httpx.post(f"{server.url}/v1/notebooks").status_code == 405
+
+
+def test_every_route_in_the_openapi_document_is_in_the_http_docs(server: Server) -> None:
+    """docs/http.md carries the contract in words: no route is served that it leaves out."""
+    import re
+
+    def shape(path: str) -> str:
+        path = re.sub(r"/tools/[a-z]+$", "/tools/{}", path.partition("?")[0])
+        return re.sub(r"\{[^}]*\}", "{}", path)
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "http.md").read_text()
+    documented = {
+        (method, shape(path))
+        for methods, path in re.findall(r"`((?:[A-Z]+(?:, )?)+) (/[^` ]*)", text)
+        for method in methods.split(", ")
+    }
+    documented |= {
+        (method, shape(path))
+        for group in re.findall(r"`[A-Z]+ /[^`]*`(?:, `[A-Z]+ /[^`]*`)+", text)
+        for method, path in re.findall(r"`([A-Z]+) (/[^` ]*)", group)
+    }
+    served = {
+        (method.upper(), shape(path))
+        for path, item in httpx.get(f"{server.url}/openapi.json").json()["paths"].items()
+        for method in item
+    }
+    assert served - documented == set()

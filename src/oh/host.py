@@ -13,18 +13,20 @@ locations, with the backends they name.
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import secrets
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from oh.access import Credentials, Documents, bearer_token
 from oh.core.canonical import input_value
 from oh.core.changes import LogEntry
-from oh.core.clock import Clock, system_clock
+from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
 from oh.core.notebook import Notebook
 from oh.core.records import Record
@@ -49,6 +51,11 @@ if TYPE_CHECKING:  # oh.recall brings numpy; a host without recall never imports
 __all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "bearer_token"]
 
 logger = logging.getLogger("oh.host")
+
+DEFAULT_LIST_LIMIT = 50
+MAX_LIST_LIMIT = 200
+NOTEBOOK_STATES = ("opening", "open", "expired", "purged", "empty")
+_MAX_CURSOR = 400
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,6 +356,46 @@ class Host:
             self.metrics.count("notebook_opened")
         return notebook, existing is None
 
+    def list_notebooks(
+        self,
+        owner: str,
+        document: Any = None,
+        state: Any = None,
+        limit: Any = DEFAULT_LIST_LIMIT,
+        cursor: Any = None,
+    ) -> dict[str, Any]:
+        """The owner's notebooks, newest first, a page at a time: ``{"notebooks": [...],
+        "next_cursor"}``. Each is the notebook object with its ``document`` and ``run``, its
+        state as it stands now (``expired`` once past its forget time). ``document`` and
+        ``state`` filter; ``next_cursor`` (None on the last page) continues the same listing.
+        Another owner's notebooks are never listed."""
+        if document is not None:
+            check_identifier(document, "document")
+        if state is not None and state not in NOTEBOOK_STATES:
+            raise InvalidArgument(f"state is one of {', '.join(NOTEBOOK_STATES)}")
+        limit = input_value(limit, "limit")
+        if type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidArgument(f"limit is an integer from 1 to {MAX_LIST_LIMIT}")
+        after = None if cursor is None else _list_position(cursor)
+        now = self.clock()
+        page = self._memory.owner_notebooks(
+            owner, now=utc_text(now), document=document, state=state, after=after, limit=limit + 1
+        )
+        more = len(page) > limit
+        page = page[:limit]
+        last = page[-1] if more else None
+        return {
+            "notebooks": [
+                {
+                    **replace(n, state=n.state_at(now)).to_json(),
+                    "document": n.document,
+                    "run": n.run,
+                }
+                for n in page
+            ],
+            "next_cursor": None if last is None else _list_cursor(last),
+        }
+
     def notebook(self, owner: str, notebook_id: str) -> Notebook:
         """The notebook as its owner sees it; another owner gets ``not_found``, learning
         nothing about whether it exists."""
@@ -535,6 +582,27 @@ class Host:
         except Forbidden:
             raise NotFound(f"no proposal {proposal_id}") from None
         return decided.to_json()
+
+
+def _list_cursor(last: Notebook) -> str:
+    """Where the next page of a listing starts: after ``last`` (its start time and id)."""
+    position = json.dumps([last.started_at, last.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(position.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def _list_position(cursor: Any) -> tuple[str, str]:
+    """The ``(started_at, id)`` a cursor names; ``invalid_argument`` for anything else. A
+    cursor only says where in the caller's own list to go on, so it needs no signature."""
+    try:
+        if type(cursor) is not str or len(cursor) > _MAX_CURSOR or not cursor.isascii():
+            raise ValueError("not a cursor")
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        started_at, notebook_id = json.loads(raw)
+        if type(started_at) is not str or type(notebook_id) is not str:
+            raise ValueError("not a cursor")
+    except (ValueError, TypeError):
+        raise InvalidArgument("cursor is not one a listing of notebooks returned") from None
+    return started_at, notebook_id
 
 
 _PROPOSAL_KEYS = frozenset(("notebook", "name", "record", "source"))

@@ -36,7 +36,14 @@ from oh.errors import (
     UnsupportedMediaType,
     public_error,
 )
-from oh.host import Host, MemoryCard, bearer_token
+from oh.host import (
+    DEFAULT_LIST_LIMIT,
+    MAX_LIST_LIMIT,
+    NOTEBOOK_STATES,
+    Host,
+    MemoryCard,
+    bearer_token,
+)
 from oh.panel import owner_from_request, panel_router
 from oh.schemas import (
     ARGUMENTS,
@@ -56,7 +63,7 @@ logger = logging.getLogger("oh.http")
 MAX_BODY_BYTES = 1_048_576
 
 ERROR = RESULTS["error"]
-NOTEBOOK = {
+NOTEBOOK: dict[str, Any] = {
     "type": "object",
     "properties": {
         "id": {"type": "string"},
@@ -67,6 +74,25 @@ NOTEBOOK = {
         "pinned_revision": {"type": ["integer", "null"]},
     },
     "required": ["id", "state", "started_at", "forgets_at", "version", "pinned_revision"],
+}
+LISTED = {
+    "type": "object",
+    "properties": {
+        "notebooks": {
+            "type": "array",
+            "items": {
+                **NOTEBOOK,
+                "properties": {
+                    **NOTEBOOK["properties"],
+                    "document": {"type": "string"},
+                    "run": {"type": "string"},
+                },
+                "required": [*NOTEBOOK["required"], "document", "run"],
+            },
+        },
+        "next_cursor": {"type": ["string", "null"]},
+    },
+    "required": ["notebooks", "next_cursor"],
 }
 OPENED = {
     "type": "object",
@@ -94,6 +120,21 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
     "notebook_id": {**identifier_schema(), "description": "a notebook id (nb_...)"},
     "proposal_id": {**identifier_schema(), "description": "a proposal id (pr_...)"},
     "revision": {**integer(), "description": "a knowledge revision; the latest when left out"},
+    "state": {
+        "type": "string",
+        "enum": list(NOTEBOOK_STATES),
+        "description": "only notebooks in this state (expired: open past its forget time)",
+    },
+    "limit": {
+        **integer(1, MAX_LIST_LIMIT),
+        "description": f"at most this many in a page (default {DEFAULT_LIST_LIMIT})",
+    },
+    "cursor": {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 400,
+        "description": "the next_cursor of the page before",
+    },
 }
 _SECURITY_SCHEMES = {
     "owner": {
@@ -427,6 +468,33 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
                 },
                 status_code=201 if created else 200,
             )
+
+        return await run(go)
+
+    @app.get(
+        "/v1/notebooks",
+        tags=["notebooks"],
+        summary="The caller's notebooks, newest first, a page at a time",
+        responses={200: _json(LISTED), **_errors(401)},
+    )
+    async def list_notebooks(
+        request: Request,
+        document: str | None = None,
+        state: str | None = None,
+        limit: str | None = None,
+        cursor: str | None = None,
+    ) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            if document is not None and ("/" in document or not document):
+                raise InvalidArgument("document holds no / and is not empty")
+            size = DEFAULT_LIST_LIMIT
+            if limit is not None:
+                if not (limit.isascii() and limit.isdigit() and len(limit) <= 4):
+                    raise InvalidArgument(f"limit is an integer from 1 to {MAX_LIST_LIMIT}")
+                size = int(limit)
+            listed = await blocking(host.list_notebooks, owner, document, state, size, cursor)
+            return JSONResponse(listed)
 
         return await run(go)
 

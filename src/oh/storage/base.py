@@ -88,6 +88,22 @@ class MemoryStore(Protocol):
 
     def notebook_ids(self) -> list[str]: ...
 
+    def owner_notebooks(
+        self,
+        owner: str,
+        *,
+        now: str,
+        document: str | None = None,
+        state: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+    ) -> list[Notebook]:
+        """``owner``'s notebooks, newest first (``started_at``, then ``id``, descending), at
+        most ``limit``: only those on ``document`` and in ``state`` as a caller sees it at the
+        UTC stamp ``now`` (``open``, ``expired``, ``opening``, ``purged`` or ``empty``) when
+        given, and only those after the ``(started_at, id)`` of the previous page's last."""
+        ...
+
     def remember(
         self,
         notebook_id: str,

@@ -258,6 +258,31 @@ class InMemoryStore:
         with self.database.lock:
             return sorted(self.database.notebooks)
 
+    def owner_notebooks(
+        self,
+        owner: str,
+        *,
+        now: str,
+        document: str | None = None,
+        state: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+    ) -> list[Notebook]:
+        def shown(row: NotebookRow) -> str:
+            return "expired" if row.state == "open" and row.forgets_at <= now else row.state
+
+        with self.database.lock:
+            rows = [
+                row
+                for row in self.database.notebooks.values()
+                if row.owner == owner
+                and (document is None or row.document == document)
+                and (state is None or shown(row) == state)
+                and (after is None or (row.started_at, row.id) < after)
+            ]
+        rows.sort(key=lambda row: (row.started_at, row.id), reverse=True)
+        return [notebook_from_row(row) for row in rows[:limit]]
+
     # -- writes ---------------------------------------------------------------------------
 
     def remember(

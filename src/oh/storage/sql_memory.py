@@ -179,6 +179,37 @@ class SqlMemoryStore(SqlMemoryBackend):
                 row[0] for row in conn.execute("SELECT id FROM notebooks ORDER BY id").fetchall()
             ]
 
+    def owner_notebooks(
+        self,
+        owner: str,
+        *,
+        now: str,
+        document: str | None = None,
+        state: str | None = None,
+        after: tuple[str, str] | None = None,
+        limit: int,
+    ) -> list[Notebook]:
+        where, values = ["owner = ?"], [owner]
+        if document is not None:
+            where.append("document = ?")
+            values.append(document)
+        if state in ("open", "expired"):  # an open notebook past its forget time is expired
+            where.append("state = 'open' AND forgets_at " + ("> ?" if state == "open" else "<= ?"))
+            values.append(now)
+        elif state is not None:
+            where.append("state = ?")
+            values.append(state)
+        if after is not None:
+            where.append("(started_at < ? OR (started_at = ? AND id < ?))")
+            values += [after[0], after[0], after[1]]
+        with self._statement() as conn:
+            rows = conn.execute(
+                f"SELECT {NOTEBOOK_COLUMNS} FROM notebooks WHERE {' AND '.join(where)}"
+                " ORDER BY started_at DESC, id DESC LIMIT ?",
+                (*values, limit),
+            ).fetchall()
+        return [notebook_from_row(row) for row in rows]
+
     def notebook_seal(self, notebook_id: str) -> str | None:
         with self._statement() as conn:
             row = conn.execute("SELECT seal FROM notebooks WHERE id = ?", (notebook_id,)).fetchone()

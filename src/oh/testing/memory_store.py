@@ -16,6 +16,7 @@ from typing import Any, Protocol
 import pytest
 
 from oh.core.changes import Applied, Refused, parse_changes
+from oh.core.clock import utc_text
 from oh.core.notebook import new_notebook_id
 from oh.errors import (
     AlreadyExists,
@@ -260,6 +261,58 @@ class MemoryStoreConformance:
         found = store.find_notebook("ann", "doc-1", "run-1")
         assert found is not None and found.id == notebook
         assert store.find_notebook("ann", "doc-1", "run-2") is None
+
+    def test_an_owners_notebooks_are_listed_newest_first_filtered_and_paged(
+        self, store: MemoryStore
+    ) -> None:
+        def made(run: str, hours: int, document: str = "doc-1", owner: str = "ann") -> str:
+            notebook_id = new_notebook_id()
+            started = T0 + timedelta(hours=hours)
+            store.create_notebook(
+                notebook_id,
+                owner=owner,
+                document=document,
+                run=run,
+                started_at=started,
+                forgets_at=started + LIFETIME,
+            )
+            return notebook_id
+
+        oldest = made("r-0", 0)
+        store.mark_open(oldest, None)  # forgets at T0 + 24 h
+        forgotten = made("r-1", 1)
+        store.mark_open(forgotten, None)
+        store.forget(forgotten, T0 + timedelta(hours=2))
+        other_document = made("r-2", 2, document="doc-2")
+        store.mark_open(other_document, None)
+        opening = made("r-3", 3)  # never opened
+        same_time = [made(f"r-4{i}", 4) for i in range(3)]  # one started_at: ordered by id
+        for notebook_id in same_time:
+            store.mark_open(notebook_id, None)
+        made("r-9", 9, owner="bob")
+        now = utc_text(T0 + timedelta(hours=25))  # the oldest has expired, the rest are open
+
+        def listed(**filters: Any) -> list[str]:
+            return [n.id for n in store.owner_notebooks("ann", now=now, limit=50, **filters)]
+
+        newest = [*sorted(same_time, reverse=True), opening, other_document, forgotten, oldest]
+        assert listed() == newest
+        assert listed(document="doc-1") == [i for i in newest if i != other_document]
+        assert listed(state="expired") == [oldest]
+        assert listed(state="open") == [*sorted(same_time, reverse=True), other_document]
+        assert listed(state="purged") == [forgotten]
+        assert listed(state="opening") == [opening]
+        assert listed(document="doc-2", state="expired") == []
+        # Pages of two, each after the last of the one before, cover the list once.
+        pages, after = [], None
+        while True:
+            page = store.owner_notebooks("ann", now=now, after=after, limit=2)
+            pages.append([n.id for n in page])
+            if len(page) < 2:
+                break
+            after = (page[-1].started_at, page[-1].id)
+        assert [i for page in pages for i in page] == newest
+        assert store.owner_notebooks("carol", now=now, limit=50) == []
 
     # -- remember -------------------------------------------------------------------------
 
