@@ -13,6 +13,7 @@ either is missing; under CI they fail instead, so a missing browser cannot pass 
 from __future__ import annotations
 
 import base64
+import html
 import inspect
 import json
 import os
@@ -38,6 +39,7 @@ from oh.core.clock import Clock, system_clock
 from oh.host import Host, HostSettings
 from oh.http import create_app
 from oh.panel import SESSION_COOKIE, owner_from_request, panel_router
+from oh.panel.routes import LANDING_PAGE_SIZE
 from oh.profiles import shipped_pack
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
@@ -1117,3 +1119,92 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
         if item["ratio"] < 4.5
     ]
     assert failing == [], failing
+
+
+# -- the way in: the owner's notebooks ---------------------------------------------------------
+
+
+def test_the_landing_page_lists_the_owners_notebooks_by_document_and_links_each_panel(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    world = World(tmp_path, clock=clock)
+    client = _client(world)
+    # Not signed in: / leads to the list, the list to the sign-in form, which comes back to it.
+    assert client.get("/").headers["location"] == "/panel/notebooks"
+    answer = client.get("/panel/notebooks")
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/panel/login?next=/panel/notebooks"
+    owner = world.owner("alice", _client(world))
+    reef = world.open(owner, "reef.pdf", "run-1", _client(world))
+    clock.advance(hours=1)
+    kelp = world.open(owner, "kelp.pdf", "run-2", _client(world))
+    clock.advance(hours=1)
+    gone = world.open(owner, "reef.pdf", "run-3", _client(world))
+    owner.delete(f"/v1/notebooks/{gone.id}")
+    bobs = world.open(world.owner("bob", _client(world)), "bob.pdf", "run-1", _client(world))
+    clock.advance(hours=23)  # run-1 is past its forget time: expired
+    _sign_in(client, world.tokens["alice"], "/panel/notebooks")
+    page = client.get("/panel/notebooks")
+    assert page.status_code == 200
+    text = page.text
+    # Newest first: reef.pdf (run-3, then run-1) before kelp.pdf, each run linking its panel.
+    assert text.index("<h2>reef.pdf</h2>") < text.index("<h2>kelp.pdf</h2>")
+    assert text.index(f"/panel/notebooks/{gone.id}") < text.index(f"/panel/notebooks/{reef.id}")
+    assert f'href="/panel/notebooks/{kelp.id}">run-2</a>' in text
+    assert "forgotten" in text and "expired, waiting for the purge" in text
+    assert bobs.id not in text and "bob.pdf" not in text
+    assert client.get(f"/panel/notebooks/{reef.id}").status_code == 200  # the link works
+    assert 'href="/panel/notebooks">Notebooks</a>' in text  # and the header leads back
+    # Bob, signed in, sees only his own.
+    theirs = _sign_in(_client(world), world.tokens["bob"]).get("/panel/notebooks").text
+    assert bobs.id in theirs and reef.id not in theirs and "reef.pdf" not in theirs
+    # An owner with nothing yet is told how to start.
+    world.tokens["carol"] = world.host.create_owner_token("carol")
+    empty = _sign_in(_client(world), world.tokens["carol"]).get("/panel/notebooks").text
+    assert "No notebooks yet" in empty and "oh notebook open" in empty
+    world.host.close()
+
+
+def test_the_landing_page_pages_a_long_list(tmp_path: Path) -> None:
+    clock = FakeClock()
+    world = World(tmp_path, clock=clock)
+    owner = world.owner("alice", _client(world))
+    owner.put("/v1/documents/big.pdf")
+    for i in range(LANDING_PAGE_SIZE + 2):
+        clock.advance(seconds=1)
+        answer = owner.post("/v1/documents/big.pdf/notebooks", json={"run": f"run-{i:03d}"})
+        assert answer.status_code == 201
+    client = _sign_in(_client(world), world.tokens["alice"])
+    first = client.get("/panel/notebooks").text
+    assert first.count('<tr class="notebook') == LANDING_PAGE_SIZE
+    older = re.search(r'href="(/panel/notebooks\?cursor=[^"]+)">Older notebooks', first)
+    assert older is not None and f"run-{LANDING_PAGE_SIZE + 1:03d}" in first
+    second = client.get(html.unescape(older.group(1))).text
+    assert second.count('<tr class="notebook') == 2 and "Older notebooks" not in second
+    assert ">run-000</a>" in second and ">run-001</a>" in second
+    assert client.get("/panel/notebooks?cursor=forged").status_code == 400
+    world.host.close()
+
+
+def test_in_the_browser_the_owner_goes_from_the_front_door_to_a_notebooks_panel(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "front-door.pdf", "run-front")
+    opened.remember(_add("lead:front-door", "seen from the landing page"))
+    page = pages.new()
+    page.goto(served.url + "/")
+    assert "/panel/login" in page.url  # not signed in: the sign-in form first
+    page.get_by_label("Owner token").fill(served.tokens["alice"])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(served.url + "/panel/notebooks")
+    expect(page.get_by_role("heading", name="Your notebooks")).to_be_visible()
+    section = page.get_by_role("region", name="Document front-door.pdf")
+    expect(section.get_by_role("cell", name="open")).to_be_visible()
+    section.get_by_role("link", name="run-front").click()
+    page.wait_for_url(f"{served.url}/panel/notebooks/{opened.id}")
+    expect(_record(page, "record-lead:front-door")).to_be_visible()
+    page.get_by_role("link", name="Notebooks").click()
+    page.wait_for_url(served.url + "/panel/notebooks")

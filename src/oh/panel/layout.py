@@ -56,7 +56,10 @@ def page(chrome: Chrome, title: str, body: str, *, main_attrs: str = "") -> str:
             f'<form method="post" action="{base}/panel/logout" class="inline">'
             f'{hidden_csrf(chrome)}<button type="submit">Log out</button></form>'
         )
-        nav = f'<a href="{base}/panel/review">Review</a>'
+        nav = (
+            f'<a href="{base}/panel/notebooks">Notebooks</a>'
+            f' <a href="{base}/panel/review">Review</a>'
+        )
     else:
         account, nav = "", ""
     return (

@@ -20,13 +20,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from oh.errors import (
-    HTTP_STATUS,
     Bug,
     Forbidden,
     InvalidArgument,
     NotFound,
-    OhError,
-    StorageUnavailable,
     Unauthenticated,
     public_error,
 )
@@ -37,6 +34,7 @@ from oh.panel.memory import (
     render_forget_confirmation,
     render_notebook,
 )
+from oh.panel.notebooks import render_notebooks
 from oh.panel.review import render_review, review_view
 from oh.panel.sessions import LOGIN_COOKIE, SESSION_COOKIE, PanelSession, PanelSessions
 
@@ -109,6 +107,9 @@ async def _form(request: Request) -> dict[str, str]:
             raise InvalidArgument(f"the form field {key} was sent more than once")
         out[key] = values[0].replace("\r\n", "\n")
     return out
+
+
+LANDING_PAGE_SIZE = 100  # notebooks on one page of the owner's list
 
 
 def _safe_next(value: str | None, base: str) -> str:
@@ -210,6 +211,23 @@ def panel_router(host: Host) -> APIRouter:
     async def panel_home(request: Request) -> Response:
         return _see_other(f"{chrome(request).base}/panel/review")
 
+    @router.get("/", include_in_schema=False)
+    async def landing(request: Request) -> Response:
+        """The way in for a browser: the owner's notebooks (the sign-in form first)."""
+        return _see_other(f"{chrome(request).base}/panel/notebooks")
+
+    @router.get("/panel/notebooks")
+    async def notebooks_page(request: Request) -> Response:
+        async def go() -> Response:
+            session = page_session(request)
+            cursor = request.query_params.get("cursor")
+            listed = await blocking(
+                host.list_notebooks, session.owner, None, None, LANDING_PAGE_SIZE, cursor
+            )
+            return _html(render_notebooks(chrome(request, session), listed, host.clock()))
+
+        return await guarded(request, go)
+
     def login_page(request: Request, next_url: str, message: str = "") -> Response:
         nonce = sessions.login_nonce()
         base = esc(chrome(request).base)
@@ -303,12 +321,12 @@ def panel_router(host: Host) -> APIRouter:
             if session is None:
                 raise Unauthenticated("sign in to the panel first")
             notebook = await blocking(host.notebook, session.owner, notebook_id)
-        except OhError as exc:
-            return JSONResponse(exc.to_json(), status_code=HTTP_STATUS.get(exc.code, 503))
-        except Exception:
-            logger.exception("unexpected error in the panel")
-            error = StorageUnavailable("the server could not complete this")
-            return JSONResponse(error.to_json(), status_code=503)
+        except Exception as exc:  # the poll's catch-all: it answers JSON, not a page
+            error = public_error(exc)
+            if isinstance(error, Bug):
+                logger.exception("unexpected error in the panel")
+                host.metrics.count("bug")
+            return JSONResponse(error.to_json(), status_code=error.http_status)
         return JSONResponse(
             {"version": notebook.version, "state": notebook.state},
             headers={"Cache-Control": "no-store"},
