@@ -190,3 +190,11 @@ def test_the_host_is_a_facade_with_no_public_store_or_service() -> None:
     ):
         text = (SRC / transport).read_text()
         assert not re.search(r"host\._\w+", text), transport
+
+
+def test_the_shipped_code_and_docs_never_cite_a_document_the_project_does_not_ship() -> None:
+    """The contracts are written in docs/; no docstring or page sends a user to "SPEC §n"."""
+    shipped = [*SRC.rglob("*.py"), *SRC.rglob("*.sql"), *(ROOT / "docs").glob("*.md")]
+    shipped += [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
+    citing = [str(p.relative_to(ROOT)) for p in shipped if re.search(r"\bSPEC\b", p.read_text())]
+    assert citing == []

@@ -1,4 +1,4 @@
-"""``oh demo``: SPEC §0's reef-recovery walk-through against a fresh embedded store."""
+"""``oh demo``: the reef-recovery walk-through against a fresh embedded store."""
 
 from __future__ import annotations
 

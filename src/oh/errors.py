@@ -1,7 +1,7 @@
 """Oh's one exception tree, its stable codes, and the one table mapping codes to HTTP status.
 
 Every error a caller of Oh can see is an ``OhError``. Each class carries a stable ``code``
-(SPEC §5, §11) that is part of the public contract; messages are for humans and may change.
+(docs/tools.md) that is part of the public contract; messages are for humans and may change.
 
     OhError
     ├── InvalidArgument          invalid_argument     400
@@ -22,7 +22,7 @@ Every error a caller of Oh can see is an ``OhError``. Each class carries a stabl
     └── StorageUnavailable       storage_unavailable  503
         └── Bug                  storage_unavailable  503  (an unexpected exception; see below)
 
-A ``stale`` write is not an error: ``remember`` answers it as a refusal result (SPEC §2).
+A ``stale`` write is not an error: ``remember`` answers it as a refusal result (docs/design.md).
 
 An exception Oh did not expect is a bug. The public codes have none for it, so a caller gets
 ``storage_unavailable`` (503), which is also what an ``OhError`` raised without a code of its own

@@ -1,4 +1,4 @@
-"""The reference host (SPEC §6): principals, credentials, documents, access checks, stamping.
+"""The reference host (docs/http.md): principals, credentials, documents, access checks, stamping.
 
 The host owns users, documents and runs; Oh owns memory. Owners authenticate with owner tokens
 (``oh token create``; only their sha256 is stored). Agent credentials are issued when a notebook
@@ -257,7 +257,7 @@ class Host:
             self.metrics.embedding_failure("catch_up", "refused", done.refused)
 
     def start_catch_up(self, every: float = 1.0) -> None:
-        """Embed pending notes every ``every`` seconds in a background thread (SPEC §7: never
+        """Embed pending notes every ``every`` seconds in a background thread (docs/recall.md: never
         inside a write), until ``stop``. Needs a ``Recall`` service."""
         if self.recall_catch_up is None:
             raise InvalidArgument("this host has no recall service to catch up")

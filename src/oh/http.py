@@ -1,4 +1,4 @@
-"""The HTTP API of the reference host (SPEC §6, §11): a thin adapter over ``Host``.
+"""The HTTP API of the reference host (docs/http.md, docs/tools.md): a thin adapter over ``Host``.
 
 Every route reads its body itself, strictly (JSON content type first, then the size limit,
 then the reader every transport shares, ``oh.core.canonical.parse_input``), so every bad input

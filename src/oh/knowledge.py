@@ -1,4 +1,4 @@
-"""Review (SPEC §4): the only road by which anything outlives a notebook.
+"""Review (docs/design.md): the only road by which anything outlives a notebook.
 
 The owner proposes a working note (by notebook and name) or a new record, citing a source; the
 proposal keeps a copy of the content as it was, so it survives the notebook's purge. The owner
@@ -87,8 +87,8 @@ class Knowledge:
         """The check review runs on content, for ``owner`` as things stand: a record comes back
         as reviewed knowledge would hold it, or ``invalid_argument`` says why not — non-empty
         text, and once profiles are installed, their kinds, with fields of those kinds
-        validated and canonicalized (SPEC §8, §11). The installed profiles are read once, so
-        a page can check every note it shows."""
+        validated and canonicalized (docs/packs.md, docs/tools.md). The installed profiles are
+        read once, so a page can check every note it shows."""
         schema = None if self.profiles is None else self.profiles.schema(owner)
 
         def check(record: Record) -> Record:

@@ -1,4 +1,4 @@
-"""The MCP endpoint (SPEC §5, §6, §11): the agent's tools over the Model Context Protocol.
+"""The MCP endpoint (docs/mcp.md): the agent's tools over the Model Context Protocol.
 
 A thin adapter over ``Host``, on the official SDK's low-level ``Server``: each tool is listed
 with its published JSON Schemas (``oh.schemas``) and every call goes to ``Host.call_tool`` with

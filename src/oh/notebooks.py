@@ -1,4 +1,4 @@
-"""Notebook lifecycle (SPEC §3): per-run notebooks, expiry, forget now, and the purge.
+"""Notebook lifecycle (docs/design.md): per-run notebooks, expiry, forget now, and the purge.
 
 One notebook per ``(owner, document, run)``. Opening is two-phase: the row is created
 ``opening`` with its knowledge pin, what the agent needs is prepared (``prepare``), then it is

@@ -1,4 +1,4 @@
-"""The question menu (SPEC §5) and explain tokens.
+"""The question menu (docs/tools.md) and explain tokens.
 
 The agent picks a question from a fixed menu; it can pass a name, a kind or a version, never
 query text, rules or filters. Each question is a function over a ``NotebookView`` that returns

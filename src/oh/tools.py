@@ -1,4 +1,4 @@
-"""The agent's tools (SPEC §5): remember, query, read, explain, recall, and the bootstrap.
+"""The agent's tools (docs/tools.md): remember, query, read, explain, recall, and the bootstrap.
 
 Defined once, here; HTTP and MCP only adapt them. Every call names the notebook and the caller
 (the host has authenticated the agent credential); the host supplies author and time, no tool
@@ -162,7 +162,7 @@ class Tools:
 
     def _checked(self, notebook: Notebook, changes: tuple[Change, ...]) -> tuple[Change, ...]:
         """Validate and canonicalize ``fields`` of kinds that belong to a profile installed at
-        the notebook's pinned revision (SPEC §8), before the write is fingerprinted."""
+        the notebook's pinned revision (docs/packs.md), before the write is fingerprinted."""
         if self.profiles is None or notebook.pinned_revision is None:
             return changes
         key = (notebook.owner, notebook.pinned_revision)

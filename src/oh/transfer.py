@@ -1,4 +1,4 @@
-"""Export and import (SPEC §9): notebooks or the whole knowledge base as canonical JSON lines.
+"""Export and import (docs/cli.md): notebooks or the whole knowledge base as canonical JSON lines.
 
 Written over the storage protocols only, so an export from one backend imports into any other
 and gives the same digests: moving from the embedded files to PostgreSQL (or back) is

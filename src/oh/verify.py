@@ -1,4 +1,4 @@
-"""Verify and rebuild (SPEC §2, §9): the log is the truth, everything else is a derived copy.
+"""Verify and rebuild (docs/design.md, docs/cli.md): the log is the truth, the rest derived copies.
 
 ``verify`` replays each notebook's log from the start, checks the hash chain, every version and
 every digest, compares the replayed state with the current-record table, and reports each

@@ -1,4 +1,4 @@
-"""A notebook's view (SPEC §4, §5): its current notes beside the reviewed knowledge pinned at
+"""A notebook's view (docs/tools.md): its current notes beside the reviewed knowledge pinned at
 one exact revision, with every conflict between them made visible.
 
 Reviewed rows come only from the notebook's pinned revision; notes only from the notebook.

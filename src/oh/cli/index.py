@@ -1,4 +1,4 @@
-"""``oh index rebuild`` for vectors (SPEC §9): embed everything again, then swap the new vectors
+"""``oh index rebuild`` for vectors (docs/cli.md): embed everything again, then swap the new vectors
 in for the old ones; if embedding fails, the old index stays as it was.
 
 A thin layer over ``oh.recall.Recall.rebuild``; ``add_rebuild_arguments`` adds its options.

@@ -1,4 +1,4 @@
-"""Answers to the agent's questions (SPEC §5) as values: rows, and why each came back.
+"""Answers to the agent's questions (docs/tools.md) as values: rows, and why each came back.
 
 An answer is kept server-side until it expires, so later pages and ``explain`` see exactly the
 answer the agent got, computed at one memory version and one pinned revision. A row keeps the

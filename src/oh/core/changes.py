@@ -1,5 +1,5 @@
-"""Write semantics (SPEC §2): the remember payload, its fingerprint, results, the hash-chained
-log entry, following its chain, and folding the log into current state.
+"""Write semantics (docs/design.md): the remember payload, its fingerprint, results, the
+hash-chained log entry, following its chain, and folding the log into current state.
 
 Storage backends do the I/O; every rule about what a write means lives here, so all backends
 agree by construction.

@@ -1,4 +1,4 @@
-"""The notebook as a value (SPEC §3): identity, state, clock bounds, and who may write when."""
+"""The notebook as a value (docs/design.md): identity, state, clock bounds, who may write when."""
 
 from __future__ import annotations
 

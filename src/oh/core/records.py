@@ -1,4 +1,4 @@
-"""Records (SPEC §1): names, validation, the seven digested keys and the digest.
+"""Records (docs/design.md): names, validation, the seven digested keys and the digest.
 
 A record's content is exactly ``{name, kind, text, fields, depends_on, supports, contradicts}``:
 all seven keys always present, link lists sorted, and ``digest`` = sha256 hex of its RFC 8785

@@ -1,4 +1,4 @@
-"""Reviewed knowledge as values (SPEC §4): sources, decisions, reviewed records, conflicts.
+"""Reviewed knowledge as values (docs/design.md): sources, decisions, reviewed records, conflicts.
 
 A reviewed record is a §1 record plus the ``source`` it cites and the reviewer's ``decision``;
 one without both cannot be built. Its digest is the §1 digest of its seven content keys, so a
@@ -174,7 +174,7 @@ class ReviewedRecord:
         return dict(value)
 
     def to_json(self) -> dict[str, Any]:
-        """The ``read`` shape of SPEC §11 for a reviewed record (content verified first)."""
+        """The ``read`` shape of docs/tools.md for a reviewed record (content verified first)."""
         return {
             "origin": "reviewed",
             **self.verified_content(),
@@ -195,7 +195,7 @@ def find_conflicts(
     notes: Mapping[str, tuple[str, Iterable[str]]],
     reviewed: Mapping[str, tuple[str, Iterable[str]]],
 ) -> dict[tuple[str, str], list[str]]:
-    """Conflicts in one view (SPEC §5): ``{(origin, name): [names it conflicts with]}``.
+    """Conflicts in one view (docs/tools.md): ``{(origin, name): [names it conflicts with]}``.
 
     ``notes`` and ``reviewed`` map name → (digest, contradicts). A note and a reviewed record
     that share a name but differ in digest conflict (each lists that shared name). An explicit

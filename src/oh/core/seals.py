@@ -1,4 +1,4 @@
-"""Seals (SPEC §2 ``verify``): what binds a stamped value to what it was when Oh wrote it.
+"""Seals (docs/design.md ``verify``): what binds a stamped value to what it was when Oh wrote it.
 
 A derived value is checked by recomputing it (the current records from the log, a kept answer
 from the log and the pinned knowledge). Two kinds of stored value cannot be recomputed that way,

@@ -1,4 +1,4 @@
-"""The Memory panel and the review page (SPEC §6): server-rendered HTML for owners.
+"""The Memory panel and the review page (docs/panel.md): server-rendered HTML for owners.
 
 ``panel_router(host)`` is a FastAPI router the reference host includes in its app;
 ``owner_from_request(host, request)`` authenticates an owner by bearer token or by the panel's

@@ -1,4 +1,4 @@
-"""The Memory panel of one notebook (SPEC §6): the session, its two lists, history, conflicts.
+"""The Memory panel of one notebook (docs/panel.md): the session, its two lists, history, conflicts.
 
 Anchors: a working note is ``#record-<name>`` (what memory cards link to); a reviewed record in
 view is ``#reviewed-<name>``, since a note and a reviewed record may share a name.
@@ -59,7 +59,7 @@ class HistoryItem:
 @dataclass(slots=True)
 class RecordView:
     origin: str  # note | reviewed
-    record: dict[str, Any]  # the read shape of SPEC §11
+    record: dict[str, Any]  # the read shape of docs/tools.md
     history: list[HistoryItem] = field(default_factory=list)
     conflicts_with: list[str] = field(default_factory=list)
     proposals: list[Proposal] = field(default_factory=list)

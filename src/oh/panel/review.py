@@ -1,4 +1,4 @@
-"""The review page (SPEC §4, §6): pending proposals to accept (optionally edited) or reject,
+"""The review page (docs/panel.md): pending proposals to accept (optionally edited) or reject,
 decided proposals with who, when and why, and the reviewed knowledge by revision.
 
 A decided proposal shows what the decision made: the accepted record (and, when accepted with

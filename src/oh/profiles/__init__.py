@@ -1,4 +1,4 @@
-"""Profiles (SPEC §8): value codecs, the pack format, and installing packs per owner.
+"""Profiles (docs/packs.md): value codecs, the pack format, and installing packs per owner.
 
 A profile is a vocabulary for reviewed knowledge (kinds, their fields, each field's codec),
 distributed as a pack. ``codecs`` validates and canonicalizes typed values; ``packs`` reads,

@@ -1,4 +1,4 @@
-"""Value codecs (SPEC §8): each validates one typed JSON value and gives it one canonical form.
+"""Value codecs (docs/packs.md): each validates one typed JSON value, gives it one canonical form.
 
 A codec is built from a spec such as ``{"codec": "text", "max_length": 200}`` (a pack's field
 definition). ``canonical(value, where)`` returns the value's one canonical JSON form or raises

@@ -1,4 +1,4 @@
-"""Previewing and installing packs into an owner's knowledge base (SPEC §8).
+"""Previewing and installing packs into an owner's knowledge base (docs/packs.md).
 
 ``plan`` is pure: given a pack, the packs in force and the reviewed records in view, it says
 what installing would add or change — new and removed kinds, added, removed and changed

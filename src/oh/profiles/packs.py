@@ -1,4 +1,4 @@
-"""Packs (SPEC §8): the one-file format that carries a profile, and the schema it defines.
+"""Packs (docs/packs.md): the one-file format that carries a profile, and the schema it defines.
 
 A pack is a JSON object::
 
@@ -391,7 +391,8 @@ class Schema:
         """``record`` with its ``fields`` in canonical form when its kind belongs to an
         installed profile (unchanged otherwise). ``InvalidArgument`` names the record, the field
         and the rule. With ``reviewed``, once any profile is installed a record of a kind no
-        installed profile defines is refused too (SPEC §1: reviewed kinds come from profiles)."""
+        installed profile defines is refused too (docs/packs.md: reviewed kinds come from
+        profiles)."""
         kind = self.kinds.get(record.kind)
         if kind is None:
             if reviewed and self.kinds:

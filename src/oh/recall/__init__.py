@@ -1,4 +1,4 @@
-"""Similarity recall (SPEC §5 recall, §7): embedding adapters, a derived vector index, and the
+"""Similarity recall (docs/recall.md): embedding adapters, a derived vector index, and the
 ``Recall`` service the ``recall`` tool runs on.
 
 * ``embedders`` — the ``Embedder`` protocol and its hashing, local-model and OpenAI-compatible

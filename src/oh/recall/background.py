@@ -1,4 +1,4 @@
-"""Recall off the agent's request path (SPEC §5 recall, §7): a deadline on every call, shadow
+"""Recall off the agent's request path (docs/recall.md): a deadline on every call, shadow
 measurements in a bounded background worker, and the loop that catches up pending embeddings.
 
 * ``DeadlineRecall`` runs each recall on a few worker threads and waits for it at most
@@ -232,7 +232,7 @@ Measure = Callable[[Notebook, dict[str, Any] | None, OhError | None], None]
 
 
 class ShadowRecall:
-    """Shadow mode (SPEC §5 recall) off the request path.
+    """Shadow mode (docs/tools.md recall) off the request path.
 
     ``recall`` queues ``(notebook, text, limit)`` and answers ``{"rows": []}`` at once (with
     ``pending`` when the inner service can count it without embedding). One worker thread runs
@@ -373,7 +373,7 @@ class CatchUpPass:
 
 
 class CatchUpWorker:
-    """Embeds pending notes outside every write (SPEC §7): ``run_pass`` once, or every
+    """Embeds pending notes outside every write (docs/recall.md): ``run_pass`` once, or every
     ``every`` seconds in a thread with ``start``.
 
     While passes fail, one line is logged when the failure starts, one every ``summary_every``

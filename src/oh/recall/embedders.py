@@ -1,4 +1,4 @@
-"""Embedding adapters (SPEC §7): a batch of texts in, one L2-normalised vector per text out.
+"""Embedding adapters (docs/recall.md): a batch of texts in, one L2-normalised vector per text out.
 
     Embedder (protocol)   model_id, dimensions, embed(texts) -> float32 array (n, dimensions)
     ├── HashingEmbedder   feature hashing of words, word pairs and character trigrams: no model,

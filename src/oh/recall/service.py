@@ -1,4 +1,4 @@
-"""The recall service (SPEC §5 recall, §7): similarity search over a notebook's view.
+"""The recall service (docs/tools.md, docs/recall.md): similarity search over a notebook's view.
 
 ``Recall.recall`` embeds the query, then searches the notebook's notes and the reviewed records
 of its pinned revision, and answers names, digests, origins and scores — never text, so a
@@ -207,7 +207,7 @@ class RebuildReport:
 
 
 def render(content: str) -> str:
-    """The text a record is embedded as (SPEC §7): ``kind name: text``."""
+    """The text a record is embedded as (docs/recall.md): ``kind name: text``."""
     record = json.loads(content)
     return f"{record['kind']} {record['name']}: {record['text']}"
 

@@ -114,7 +114,7 @@ class MemoryStore(Protocol):
         author: str,
         now: datetime,
     ) -> RememberResult:
-        """Apply a validated write atomically under SPEC §2 (version check, idempotency)."""
+        """Apply a validated write atomically under docs/design.md (version check, idempotency)."""
         ...
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
@@ -196,7 +196,7 @@ class MemoryStore(Protocol):
 
     def close(self) -> None: ...
 
-    # -- export and import (SPEC §9) ------------------------------------------------------
+    # -- export and import (docs/cli.md) ------------------------------------------------------
 
     def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
         """Recreate an exported notebook exactly: its row as exported, its log entries as
@@ -218,7 +218,7 @@ OPENING_GRACE_FLOOR = timedelta(minutes=10)
 
 
 class PurgeAccess(Protocol):
-    """The purge worker's credential: exactly what SPEC §3 lets the worker do, nothing else.
+    """The purge worker's credential: exactly what docs/design.md lets the worker do, nothing else.
 
     It cannot create, open, reopen or write to a notebook, and cannot read note content; the
     backend enforces that with the database's own permissions, not only with this interface.
@@ -308,7 +308,7 @@ class KnowledgeStore(KnowledgeSource, Protocol):
 
     def close(self) -> None: ...
 
-    # -- packs (SPEC §8) ------------------------------------------------------------------
+    # -- packs (docs/packs.md) ------------------------------------------------------------------
 
     def install_pack(
         self,
@@ -335,7 +335,7 @@ class KnowledgeStore(KnowledgeSource, Protocol):
         """Every pack install of the owner, in revision order."""
         ...
 
-    # -- export and import (SPEC §9) ------------------------------------------------------
+    # -- export and import (docs/cli.md) ------------------------------------------------------
 
     def proposal_owners(self) -> list[str]:
         """Every owner with at least one proposal, decided or not (some have no revision)."""

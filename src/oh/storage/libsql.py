@@ -854,7 +854,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             for _, name, content, digest in entry.changes
         ]
 
-    # -- export and import (SPEC §9) ------------------------------------------------------
+    # -- export and import (docs/cli.md) ------------------------------------------------------
 
 
 # -- the purge credential ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The embedded backend's vector tables (SPEC §7): derived ``(digest, vector)`` rows, never text.
+"""The embedded backend's vector tables (docs/recall.md): derived ``(digest, vector)`` rows only.
 
 ``note_vectors`` is working memory: scoped to one notebook, so forget and purge delete it with
 the notebook's other content. ``reviewed_vectors`` caches the vectors of an owner's reviewed

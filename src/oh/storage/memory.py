@@ -450,7 +450,7 @@ class InMemoryStore:
     def close(self) -> None:
         """Nothing to release: the tables live as long as the database object."""
 
-    # -- export and import (SPEC §9) ------------------------------------------------------
+    # -- export and import (docs/cli.md) ------------------------------------------------------
 
     def import_notebook(self, notebook: Notebook, entries: Iterable[LogEntry]) -> Notebook:
         """Recreate an exported notebook exactly: its row as exported (``expired`` is stored
@@ -715,7 +715,7 @@ class InMemoryKnowledgeStore:
     def close(self) -> None:
         """Nothing to release: the tables live as long as the database object."""
 
-    # -- packs (SPEC §8) ------------------------------------------------------------------
+    # -- packs (docs/packs.md) ------------------------------------------------------------------
 
     def install_pack(
         self,
@@ -759,7 +759,7 @@ class InMemoryKnowledgeStore:
             installs = self.database.packs.get(owner, {})
             return [PackInstall(*installs[r]) for r in sorted(installs)]
 
-    # -- export and import (SPEC §9) ------------------------------------------------------
+    # -- export and import (docs/cli.md) ------------------------------------------------------
 
     def proposal_owners(self) -> list[str]:
         with self.database.lock:

@@ -1,5 +1,5 @@
 """The PostgreSQL backend: the memory database on a server that many ``oh serve`` processes
-share (SPEC §10), and the purge worker's delete-only credential.
+share (docs/design.md), and the purge worker's delete-only credential.
 
 Every write is one transaction that first locks the notebook's row (``SELECT … FOR UPDATE``),
 so writers to one notebook take turns across every process and server; the primary key
@@ -549,7 +549,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         return _counts(row[0])
 
     def compact(self) -> bool:
-        """Make forgotten content leave the database's files (SPEC §3).
+        """Make forgotten content leave the database's files (docs/design.md).
 
         ``VACUUM FULL`` rewrites the content tables (the old files are truncated at once; a
         plain ``VACUUM`` would leave deleted bytes in the free space of pages), then a WAL

@@ -275,7 +275,7 @@ class SqlKnowledgeStore(SqlDatabase):
             ).fetchone()
         return (0, knowledge_genesis(owner)) if row is None else (row[0], row[1])
 
-    # -- packs (SPEC §8) ------------------------------------------------------------------
+    # -- packs (docs/packs.md) ------------------------------------------------------------------
 
     def install_pack(
         self,
@@ -332,7 +332,7 @@ class SqlKnowledgeStore(SqlDatabase):
             ).fetchall()
         return [PackInstall(*row) for row in rows]
 
-    # -- export and import (SPEC §9) ------------------------------------------------------
+    # -- export and import (docs/cli.md) ------------------------------------------------------
 
     def proposal_owners(self) -> list[str]:
         """Every owner with at least one proposal, decided or not."""

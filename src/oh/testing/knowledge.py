@@ -1,4 +1,4 @@
-"""Reviewed-knowledge conformance suites (SPEC §4).
+"""Reviewed-knowledge conformance suites (docs/design.md).
 
 ``KnowledgeSourceConformance`` holds for anything a host plugs in as a ``KnowledgeSource``
 (revisions read exactly as they were, forever). ``ReviewConformance`` holds for Oh's own

@@ -1,4 +1,4 @@
-"""The notebook lifecycle conformance suite (SPEC §3): every backend passes it unchanged.
+"""The notebook lifecycle conformance suite (docs/design.md): every backend passes it unchanged.
 
 Subclass ``NotebookLifecycleConformance`` and override the ``harness`` fixture with a
 ``LifecycleHarness``: a ``StoreHarness`` that can also hand out the purge credential, run raw

@@ -1,4 +1,4 @@
-"""The store-level conformance suite (SPEC §2, §3 storage): every ``MemoryStore`` passes it.
+"""The store-level conformance suite (docs/design.md storage): every ``MemoryStore`` passes it.
 
 Subclass ``MemoryStoreConformance`` in a backend's test module and override the ``harness``
 fixture with a ``StoreHarness`` for that backend.

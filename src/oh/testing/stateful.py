@@ -1,4 +1,4 @@
-"""A stateful model test: the store against a plain in-memory model of SPEC §2.
+"""A stateful model test: the store against a plain in-memory model of docs/design.md.
 
 Random remember / identical retry / reused id / stale write / invalid batch / reopen steps;
 after every step the store equals the model and a replay of the log equals the store.

@@ -1,4 +1,4 @@
-"""The tool-flow conformance suite (SPEC §5, §11): the agent's tools behave the same on every
+"""The tool-flow conformance suite (docs/tools.md): the agent's tools behave the same on every
 backend. Subclass ``ToolsConformance`` and provide a ``ToolsHarness``."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 -- The database itself refuses to bring a notebook back or to write into one that is not open,
--- whatever the code above it does (SPEC §3: a late write can never resurrect a notebook).
+-- whatever the code above it does (docs/design.md: a late write can never resurrect a notebook).
 CREATE TRIGGER notebooks_stay_purged
 BEFORE UPDATE OF state ON notebooks
 WHEN OLD.state IN ('purged', 'empty') AND NEW.state != OLD.state

@@ -1,4 +1,4 @@
--- Similarity recall (SPEC §7): derived vectors, never text. Every row here can be dropped and
+-- Similarity recall (docs/recall.md): derived vectors, never text. Every row here can be dropped and
 -- rebuilt from the notes and the reviewed knowledge. A vector is the little-endian float32
 -- array of one model's embedding of the rendered record (`kind name: text`), L2-normalised.
 -- Rowid tables (not WITHOUT ROWID): a 384-dimension vector is 1.5 KB, too wide for a B-tree key.

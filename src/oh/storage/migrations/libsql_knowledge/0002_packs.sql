@@ -1,4 +1,4 @@
--- Packs installed into each owner's knowledge base (SPEC §8). Each install is one revision
+-- Packs installed into each owner's knowledge base (docs/packs.md). Each install is one revision
 -- (`revisions.what = 'pack'`, hash-chained like a decision) and one row here holding the pack's
 -- canonical content (RFC 8785, without its digest) and digest (sha256 hex of that content).
 -- The pack in force per name at revision R is the row with the largest revision <= R, so the

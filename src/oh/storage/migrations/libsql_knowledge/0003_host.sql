@@ -1,4 +1,4 @@
--- The reference host's registry (SPEC §6, §11): owners' credentials (hashes only) and which
+-- The reference host's registry (docs/http.md): owners' credentials (hashes only) and which
 -- owner each document belongs to. Durable host data, never agent memory.
 CREATE TABLE owner_tokens (
     token_hash TEXT PRIMARY KEY,

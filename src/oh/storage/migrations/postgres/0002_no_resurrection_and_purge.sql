@@ -1,5 +1,5 @@
 -- The database itself refuses to bring a notebook back or to write into one that is not open,
--- whatever the code above it does (SPEC §3: a late write can never resurrect a notebook).
+-- whatever the code above it does (docs/design.md: a late write can never resurrect a notebook).
 -- The messages start with 'oh: ' like the embedded backend's, so one translation maps both.
 CREATE FUNCTION oh_notebooks_stay_purged() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,7 +62,7 @@ BEGIN
 END
 $$;
 
--- The purge worker's whole power (SPEC §3), as SECURITY DEFINER functions: its database role
+-- The purge worker's whole power (docs/design.md), as SECURITY DEFINER functions: its database role
 -- holds no table privilege at all, only EXECUTE on these (granted by `oh postgres roles`).
 -- Each re-checks its condition atomically, sees only ids and states, and returns only ids and
 -- counts. search_path is pinned to this schema (then pg_temp) when the migration runs.
