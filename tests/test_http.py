@@ -596,6 +596,8 @@ def test_the_openapi_document_declares_the_bearer_schemes_and_parameter_schemas(
                 else [{"owner": []}]
             )
             assert operation["security"] == expected, (method, path)
+            # Every route says what it is for, beyond its generated name.
+            assert operation["summary"] and len(operation["description"]) > 40, (method, path)
             for parameter in operation.get("parameters", []):
                 assert "pattern" in parameter["schema"] or parameter["schema"]["type"] in (
                     "integer",

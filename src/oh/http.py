@@ -159,6 +159,85 @@ _SECURITY_BY_TAG = {
 }
 _JSON_VALUE_COMPONENT = "#/components/schemas/JsonValue"
 
+# What each route is for, as the OpenAPI document says it (docs/http.md says the same in full).
+_TOOL_ROUTE = (
+    "Calls the tool for the notebook the agent token names (docs/tools.md). A refused write"
+    " (stale) is a result, answered 200; an error answers its code's status."
+)
+_ROUTE_DOCS: dict[tuple[str, str], tuple[str, str]] = {
+    ("put", "/v1/documents/{document}"): (
+        "Register a document",
+        "Registers the document to the caller: 201 when new, 200 when it was already theirs."
+        " Another owner's document is forbidden.",
+    ),
+    ("delete", "/v1/documents/{document}"): (
+        "Remove a document",
+        "Removes the document and forgets every notebook on it; later tool calls of those"
+        " notebooks are forbidden.",
+    ),
+    ("post", "/v1/documents/{document}/notebooks"): (
+        "Open a notebook",
+        "Opens the run's notebook (201), or answers the one the run has open already (200),"
+        " with its agent token, the MCP URL and the bootstrap. A run whose notebook was"
+        " forgotten is purged (410).",
+    ),
+    ("get", "/v1/notebooks"): (
+        "List the caller's notebooks",
+        "The caller's notebooks, newest first, filtered by document and state (as it stands"
+        " now), a page at a time: pass next_cursor as cursor for the next page. Never another"
+        " owner's.",
+    ),
+    ("get", "/v1/notebooks/{notebook_id}"): (
+        "Get a notebook",
+        "The notebook object, its state as it stands now. Another owner's is not_found.",
+    ),
+    ("delete", "/v1/notebooks/{notebook_id}"): (
+        "Forget a notebook now",
+        "Deletes the notebook's notes, log and derived data at once and leaves a tombstone;"
+        " forgetting it again is purged (410).",
+    ),
+    ("get", "/v1/notebooks/{notebook_id}/records"): (
+        "A notebook's full records",
+        "The notes, each with its digest and stamps, and the reviewed records in its view.",
+    ),
+    ("get", "/v1/notebooks/{notebook_id}/events"): (
+        "A notebook's memory cards",
+        "Server-sent events: one memory-card event each time the agent remembers or recalls.",
+    ),
+    ("get", "/v1/notebooks/{notebook_id}/bootstrap"): (
+        "The agent's bootstrap",
+        "What the agent sees when its tools load: the first rows of current_notes (at most 24"
+        " or 4,000 characters), the total, the version and the pinned revision (docs/tools.md).",
+    ),
+    **{
+        ("post", f"/v1/notebooks/{{notebook_id}}/tools/{tool}"): (f"The {tool} tool", _TOOL_ROUTE)
+        for tool in ("remember", "query", "read", "explain", "recall")
+    },
+    ("get", "/v1/knowledge"): (
+        "Reviewed knowledge",
+        "The caller's reviewed records at a revision (the latest when left out), and the latest"
+        " revision number.",
+    ),
+    ("post", "/v1/knowledge/proposals"): (
+        "Propose for review",
+        "Proposes a note of one of the caller's notebooks, or a new record, for review with a"
+        " cited source: 201, or 200 when the same proposal is pending already.",
+    ),
+    ("post", "/v1/knowledge/proposals/{proposal_id}/decision"): (
+        "Decide a proposal",
+        "Accepts (optionally with an edited record) or rejects a pending proposal, with a"
+        " reason; accepting makes a new revision. Decided already: already_exists (409).",
+    ),
+    ("get", "/healthz"): (
+        "Liveness",
+        "Answers 200 while the server runs; needs no token, reads no database.",
+    ),
+    ("get", "/metrics"): (
+        "Metrics",
+        "Prometheus text: tool calls by tool and outcome, time per tool, and events.",
+    ),
+}
+
 
 def _in_openapi(value: Any) -> Any:
     """A published JSON Schema as it stands inside the OpenAPI document: its reference to the JSON
@@ -185,13 +264,16 @@ def _publish(document: dict[str, Any]) -> dict[str, Any]:
     components = document.setdefault("components", {})
     components.setdefault("schemas", {})["JsonValue"] = _in_openapi(DEFS["json_value"])
     components["securitySchemes"] = _SECURITY_SCHEMES
-    for item in document.get("paths", {}).values():
-        for operation in item.values():
+    for path, item in document.get("paths", {}).items():
+        for method, operation in item.items():
             if not isinstance(operation, dict):
                 continue
             for parameter in operation.get("parameters", []):
                 if parameter.get("name") in _PARAMETERS:
                     parameter["schema"] = dict(_PARAMETERS[parameter["name"]])
+            key = (method, path)
+            if key in _ROUTE_DOCS:
+                operation["summary"], operation["description"] = _ROUTE_DOCS[key]
             who = {_SECURITY_BY_TAG.get(tag) for tag in operation.get("tags", [])} - {None}
             operation["security"] = [{name: []} for name in sorted(who)]  # type: ignore[type-var]
     return document
@@ -474,7 +556,6 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     @app.get(
         "/v1/notebooks",
         tags=["notebooks"],
-        summary="The caller's notebooks, newest first, a page at a time",
         responses={200: _json(LISTED), **_errors(401)},
     )
     async def list_notebooks(
