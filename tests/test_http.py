@@ -672,3 +672,30 @@ def test_every_route_in_the_openapi_document_is_in_the_http_docs(server: Server)
         for method in item
     }
     assert served - documented == set()
+
+
+def test_the_owner_forgets_one_note_over_http(server: Server, ann: Client, bob: Client) -> None:
+    opened = _open(ann, "forget-one.pdf", "run-1")
+    notebook, agent = opened["notebook"]["id"], opened["agent_token"]
+    written = httpx.post(
+        f"{server.url}/v1/notebooks/{notebook}/tools/remember",
+        json={
+            "based_on": 0,
+            "request_id": "r-1",
+            "changes": [
+                {"op": "add", "record": {"name": n, "text": n}} for n in ("lead:keep", "lead:drop")
+            ],
+        },
+        headers=auth(agent),
+    )
+    assert written.json()["status"] == "applied"
+    assert bob.delete(f"/v1/notebooks/{notebook}/records/lead:drop").status_code == 404
+    forgot = ann.delete(f"/v1/notebooks/{notebook}/records/lead:drop")
+    assert forgot.status_code == 200, forgot.text
+    assert forgot.json() == {"notebook": notebook, "version": 2, "removed": "lead:drop"}
+    notes = ann.get(f"/v1/notebooks/{notebook}/records").json()["notes"]
+    assert [n["name"] for n in notes] == ["lead:keep"]
+    again = ann.delete(f"/v1/notebooks/{notebook}/records/lead:drop")
+    assert (again.status_code, again.json()["error"]["code"]) == (404, "not_found")
+    bad = ann.delete(f"/v1/notebooks/{notebook}/records/NotAName")
+    assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_argument")

@@ -1208,3 +1208,25 @@ def test_in_the_browser_the_owner_goes_from_the_front_door_to_a_notebooks_panel(
     expect(_record(page, "record-lead:front-door")).to_be_visible()
     page.get_by_role("link", name="Notebooks").click()
     page.wait_for_url(served.url + "/panel/notebooks")
+
+
+def test_in_the_browser_the_owner_forgets_one_note_and_keeps_the_rest(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "forget-one.pdf", "run-forget")
+    opened.remember(_add("lead:keep-me", "still useful"), _add("lead:drop-me", "a wrong guess"))
+    page = pages.new()
+    _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
+    expect(_record(page, "record-lead:drop-me")).to_be_visible()
+    page.get_by_role("button", name="Forget the note lead:drop-me").click()
+    page.wait_for_url(f"{served.url}/panel/notebooks/{opened.id}")
+    expect(_record(page, "record-lead:drop-me")).to_have_count(0)
+    expect(_record(page, "record-lead:keep-me")).to_be_visible()
+    # The agent sees the owner's change as a write: its old version is stale now.
+    stale = opened.agent.post(
+        f"/v1/notebooks/{opened.id}/tools/remember",
+        json={"based_on": opened.version, "request_id": "after", "changes": [_add("lead:x", "x")]},
+    ).json()
+    assert stale["status"] == "refused" and stale["current_version"] == opened.version + 1

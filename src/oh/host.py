@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from oh.access import Credentials, Documents, bearer_token
 from oh.core.canonical import input_value
-from oh.core.changes import LogEntry
+from oh.core.changes import LogEntry, Refused, parse_changes
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
 from oh.core.notebook import Notebook
@@ -37,6 +37,7 @@ from oh.errors import (
     InvalidArgument,
     NotFound,
     OhError,
+    StorageUnavailable,
     public_error,
 )
 from oh.knowledge import Knowledge
@@ -56,6 +57,7 @@ DEFAULT_LIST_LIMIT = 50
 MAX_LIST_LIMIT = 200
 NOTEBOOK_STATES = ("opening", "open", "expired", "purged", "empty")
 _MAX_CURSOR = 400
+_FORGET_NOTE_ATTEMPTS = 5  # an owner's removal decided again after an agent's concurrent write
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,6 +467,31 @@ class Host:
                 for r in self._knowledge.records_at(notebook.owner, notebook.pinned_revision)
             ]
         return {"notes": notes, "reviewed": reviewed}
+
+    def forget_note(self, owner: str, notebook_id: str, name: Any) -> dict[str, Any]:
+        """Remove one working note of the owner's notebook, as a logged change the owner
+        authors (``owner:<owner>``): the note leaves the current records and the agent's view,
+        and its history stays in the log until the notebook is forgotten. ``not_found`` when
+        the name is not a current note; ``expired``/``purged`` as for any write. A write the
+        agent makes meanwhile is not lost: the removal is decided again on the new version."""
+        notebook = self.notebook(owner, notebook_id)
+        changes = parse_changes([{"op": "remove", "name": name}])
+        request_id = f"owner-forget-{secrets.token_hex(8)}"
+        version = notebook.version
+        for _ in range(_FORGET_NOTE_ATTEMPTS):
+            result = self._memory.remember(
+                notebook_id,
+                based_on=version,
+                request_id=request_id,
+                changes=changes,
+                author=f"owner:{owner}",
+                now=self.clock(),
+            )
+            if isinstance(result, Refused):
+                version = result.current_version  # the agent wrote first: decide again
+                continue
+            return {"notebook": notebook_id, "version": result.version, "removed": changes[0].name}
+        raise StorageUnavailable("the notebook kept changing; try again")
 
     def notebook_log(self, owner: str, notebook_id: str) -> Iterator[LogEntry]:
         """The notebook's log, oldest entry first, for its owner (the panel's history)."""

@@ -50,6 +50,7 @@ from oh.schemas import (
     BODIES,
     DEFS,
     JSON_VALUE_REF,
+    NAME,
     RESULTS,
     TOOL_CONTRACT_VERSION,
     integer,
@@ -74,6 +75,15 @@ NOTEBOOK: dict[str, Any] = {
         "pinned_revision": {"type": ["integer", "null"]},
     },
     "required": ["id", "state", "started_at", "forgets_at", "version", "pinned_revision"],
+}
+FORGOT_NOTE = {
+    "type": "object",
+    "properties": {
+        "notebook": {"type": "string"},
+        "version": {"type": "integer"},
+        "removed": {"type": "string"},
+    },
+    "required": ["notebook", "version", "removed"],
 }
 LISTED = {
     "type": "object",
@@ -118,6 +128,7 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
         "description": "the host's id of a document (no control characters, no /)",
     },
     "notebook_id": {**identifier_schema(), "description": "a notebook id (nb_...)"},
+    "name": {**NAME, "description": "a record name, <kind>:<slug>"},
     "proposal_id": {**identifier_schema(), "description": "a proposal id (pr_...)"},
     "revision": {**integer(), "description": "a knowledge revision; the latest when left out"},
     "state": {
@@ -195,6 +206,12 @@ _ROUTE_DOCS: dict[tuple[str, str], tuple[str, str]] = {
         "Forget a notebook now",
         "Deletes the notebook's notes, log and derived data at once and leaves a tombstone;"
         " forgetting it again is purged (410).",
+    ),
+    ("delete", "/v1/notebooks/{notebook_id}/records/{name}"): (
+        "Forget one note",
+        "Removes one working note as a logged change the owner authors (owner:<owner>): it"
+        " leaves the current records and the agent's view; the log keeps its history until the"
+        " notebook is forgotten. A name that is not a current note is not_found.",
     ),
     ("get", "/v1/notebooks/{notebook_id}/records"): (
         "A notebook's full records",
@@ -612,6 +629,18 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
         },
         "required": ["notes", "reviewed"],
     }
+
+    @app.delete(
+        "/v1/notebooks/{notebook_id}/records/{name}",
+        tags=["notebooks"],
+        responses={200: _json(FORGOT_NOTE), **_errors(401, 404, 410)},
+    )
+    async def forget_note(notebook_id: str, name: str, request: Request) -> Response:
+        async def go() -> Response:
+            owner = await blocking(owner_of, request)
+            return JSONResponse(await blocking(host.forget_note, owner, notebook_id, name))
+
+        return await run(go)
 
     @app.get(
         "/v1/notebooks/{notebook_id}/records",

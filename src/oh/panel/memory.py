@@ -324,6 +324,19 @@ def _propose_form(chrome: Chrome, view: NotebookView, record: RecordView) -> str
     )
 
 
+def _forget_note_form(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """Forget this one note (a logged change the owner authors), while the notebook is open."""
+    if view.notebook.state != "open":
+        return ""
+    action = f"{esc(chrome.base)}/panel/notebooks/{esc(view.notebook.id)}/notes/forget"
+    return (
+        f'<form method="post" action="{action}" class="inline forget-note">{hidden_csrf(chrome)}'
+        f'<input type="hidden" name="name" value="{esc(record.name)}">'
+        f'<button type="submit" aria-label="Forget the note {esc(record.name)}">'
+        "Forget this note</button></form>"
+    )
+
+
 def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     data = record.record
     key = esc(anchor(record.origin, record.name))
@@ -342,7 +355,7 @@ def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     )
     classes = f"record {record.origin}" + (" conflict" if record.conflicts_with else "")
     extra = (
-        _propose_form(chrome, view, record)
+        _propose_form(chrome, view, record) + _forget_note_form(chrome, view, record)
         if record.origin == "note"
         else _source_and_decision(data)
     )

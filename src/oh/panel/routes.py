@@ -377,6 +377,15 @@ def panel_router(host: Host) -> APIRouter:
 
         return await guarded(request, go)
 
+    @router.post("/panel/notebooks/{notebook_id}/notes/forget")
+    async def forget_one_note(notebook_id: str, request: Request) -> Response:
+        async def go() -> Response:
+            session, fields = await form_session(request)
+            await blocking(host.forget_note, session.owner, notebook_id, fields.get("name", ""))
+            return _see_other(f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}")
+
+        return await guarded(request, go)
+
     # -- review ---------------------------------------------------------------------------
 
     @router.get("/panel/review")
