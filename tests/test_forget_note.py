@@ -9,12 +9,8 @@ import pytest
 
 from oh.errors import Expired, InvalidArgument, NotFound, Purged
 from oh.host import Host
-from oh.storage.memory import (
-    InMemoryDatabase,
-    InMemoryHostRegistry,
-    InMemoryKnowledgeStore,
-    InMemoryStore,
-)
+from oh.storage.memory import InMemoryStore
+from oh.testing.hosts import in_memory_host
 from oh.testing.lifecycle import FakeClock
 from oh.verify import verify_notebook
 
@@ -26,11 +22,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def world(clock: FakeClock) -> tuple[Host, InMemoryStore, str, str]:
-    database = InMemoryDatabase()
-    memory = InMemoryStore(database)
-    host = Host(
-        memory, InMemoryKnowledgeStore(database), InMemoryHostRegistry(database), clock=clock
-    )
+    host, memory = in_memory_host(clock)
     host.register_document("ann", "reef")
     notebook, _ = host.open_notebook("ann", "reef", "run-1")
     token = host.agent_token(notebook.id)

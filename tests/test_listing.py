@@ -10,12 +10,7 @@ import pytest
 
 from oh.errors import InvalidArgument
 from oh.host import Host
-from oh.storage.memory import (
-    InMemoryDatabase,
-    InMemoryHostRegistry,
-    InMemoryKnowledgeStore,
-    InMemoryStore,
-)
+from oh.testing.hosts import in_memory_host
 from oh.testing.lifecycle import FakeClock
 
 
@@ -26,13 +21,7 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 def host(clock: FakeClock) -> Host:
-    database = InMemoryDatabase()
-    host = Host(
-        InMemoryStore(database),
-        InMemoryKnowledgeStore(database),
-        InMemoryHostRegistry(database),
-        clock=clock,
-    )
+    host, _ = in_memory_host(clock)
     for owner, document in (("ann", "reef"), ("ann", "kelp"), ("bob", "bob-doc")):
         host.register_document(owner, document)
     return host
