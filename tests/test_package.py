@@ -150,26 +150,15 @@ def test_the_host_is_a_facade_with_no_public_store_or_service() -> None:
     """Transports use Host's methods, each of which checks who asks; none reaches through it
     into a store, the review service, the tools or the credentials."""
     from oh.access import Credentials, Documents
-    from oh.host import Host
     from oh.knowledge import Knowledge
     from oh.notebooks import Notebooks
     from oh.profiles import Profiles
-    from oh.storage.memory import (
-        InMemoryDatabase,
-        InMemoryHostRegistry,
-        InMemoryKnowledgeStore,
-        InMemoryStore,
-    )
+    from oh.storage.memory import InMemoryHostRegistry, InMemoryKnowledgeStore, InMemoryStore
+    from oh.testing.hosts import in_memory_host
     from oh.testing.lifecycle import FakeClock
     from oh.tools import Tools
 
-    database = InMemoryDatabase()
-    host = Host(
-        InMemoryStore(database),
-        InMemoryKnowledgeStore(database),
-        InMemoryHostRegistry(database),
-        clock=FakeClock(),
-    )
+    host, _ = in_memory_host(FakeClock())
     inner = (
         InMemoryStore,
         InMemoryKnowledgeStore,

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple, Protocol
 
 from oh.core.answers import Answer
 from oh.core.changes import Change, LogEntry, RememberResult
+from oh.core.decision import Call
 from oh.core.notebook import Notebook
 from oh.core.records import Record, StoredRecord
 from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Revision
@@ -215,6 +216,36 @@ PURGE_CLOCK_ALLOWANCE = timedelta(minutes=1)
 # least this long before the (bounded) stamp it records, whatever cutoff it passes: a shorter
 # grace would let it end openings still in progress.
 OPENING_GRACE_FLOOR = timedelta(minutes=10)
+
+
+class PreparedRemember:
+    """``MemoryStore.remember`` for every backend: everything that needs no database (the
+    fingerprint, the logged changes, the stamp) is prepared before any lock is taken, and the
+    prepared ``Call`` goes to the backend's ``_remember``, which reads what ``decide`` needs and
+    writes what it decides in one transaction."""
+
+    def remember(
+        self,
+        notebook_id: str,
+        *,
+        based_on: int,
+        request_id: str,
+        changes: tuple[Change, ...],
+        author: str,
+        now: datetime,
+    ) -> RememberResult:
+        call = Call.prepare(
+            notebook_id,
+            based_on=based_on,
+            request_id=request_id,
+            changes=changes,
+            author=author,
+            now=now,
+        )
+        return self._remember(call)
+
+    def _remember(self, call: Call) -> RememberResult:
+        raise NotImplementedError("a backend runs the prepared call")
 
 
 class PurgeAccess(Protocol):

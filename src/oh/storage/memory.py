@@ -23,7 +23,6 @@ from typing import Any, NamedTuple
 
 from oh.core.answers import Answer
 from oh.core.changes import (
-    Change,
     LogEntry,
     Refused,
     RememberResult,
@@ -49,6 +48,7 @@ from oh.storage.base import (
     OPENING_GRACE_FLOOR,
     PURGE_CLOCK_ALLOWANCE,
     PackInstall,
+    PreparedRemember,
     RecordCheck,
     VectorRow,
 )
@@ -169,7 +169,7 @@ def _stored(notebook: Notebook, seal: str | None) -> NotebookRow:
     )
 
 
-class InMemoryStore:
+class InMemoryStore(PreparedRemember):
     """``MemoryStore`` on an ``InMemoryDatabase`` (a new one unless given)."""
 
     def __init__(self, database: InMemoryDatabase | None = None) -> None:
@@ -285,24 +285,8 @@ class InMemoryStore:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def remember(
-        self,
-        notebook_id: str,
-        *,
-        based_on: int,
-        request_id: str,
-        changes: tuple[Change, ...],
-        author: str,
-        now: datetime,
-    ) -> RememberResult:
-        call = Call.prepare(
-            notebook_id,
-            based_on=based_on,
-            request_id=request_id,
-            changes=changes,
-            author=author,
-            now=now,
-        )
+    def _remember(self, call: Call) -> RememberResult:
+        notebook_id, request_id = call.notebook_id, call.request_id
         database = self.database
         with database.lock:
             row = self._row(notebook_id)

@@ -15,13 +15,13 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from oh.core.answers import Answer
-from oh.core.changes import Change, LogEntry, RememberResult, fold, genesis_hash
+from oh.core.changes import LogEntry, fold, genesis_hash
 from oh.core.clock import utc_text
-from oh.core.decision import Call
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord
 from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import IntegrityError, NotFound
+from oh.storage.base import PreparedRemember
 from oh.storage.rows import (
     ANSWER_COLUMNS,
     NOTEBOOK_COLUMNS,
@@ -77,36 +77,9 @@ class SqlMemoryBackend(SqlDatabase, Protocol):
     def _entries(self, conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
         """The log entries of ``notebook_id`` with versions ``first`` to ``last``, in order."""
 
-    def _remember(self, call: Call) -> RememberResult:
-        """Run one prepared remember call: read what ``decide`` needs under the notebook's
-        write lock, and write what it decides, in one transaction."""
 
-
-class SqlMemoryStore(SqlMemoryBackend):
+class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
     """The ``MemoryStore`` methods whose SQL both backends run."""
-
-    # -- writes ---------------------------------------------------------------------------
-
-    def remember(
-        self,
-        notebook_id: str,
-        *,
-        based_on: int,
-        request_id: str,
-        changes: tuple[Change, ...],
-        author: str,
-        now: datetime,
-    ) -> RememberResult:
-        # Everything that needs no database happens before the write lock is taken.
-        call = Call.prepare(
-            notebook_id,
-            based_on=based_on,
-            request_id=request_id,
-            changes=changes,
-            author=author,
-            now=now,
-        )
-        return self._remember(call)
 
     def _entry(self, conn: Connection, notebook_id: str, version: int) -> LogEntry:
         """One log entry, which must be there (a version the notebook's head counts)."""
