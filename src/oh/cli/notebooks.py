@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from pathlib import Path
 from typing import Any
 
 from oh.cli.options import read_locations
-from oh.cli.serve import location_flags
+from oh.cli.serve import location_flags, this_oh
 from oh.config import close_host, open_host
 
 __all__ = [
@@ -125,7 +123,7 @@ def mcp_configs(
     very ``oh`` with absolute database locations, and the streamable HTTP endpoint."""
     from oh.mcp import AGENT_TOKEN_ENV  # the MCP SDK loads only for the command that needs it
 
-    command, prefix = _this_oh()
+    command, *prefix = this_oh()
     stdio = {
         "mcpServers": {
             "oh": {
@@ -145,12 +143,3 @@ def mcp_configs(
         }
     }
     return stdio, http
-
-
-def _this_oh() -> tuple[str, list[str]]:
-    """The running ``oh`` as an absolute command and its leading arguments: the ``oh`` script
-    when that is what runs, else this interpreter with ``-m oh.cli``."""
-    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    if script is not None and script.stem == "oh" and script.is_file():
-        return str(script.resolve()), []
-    return sys.executable, ["-m", "oh.cli"]

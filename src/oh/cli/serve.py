@@ -41,6 +41,7 @@ __all__ = [
     "location_flags",
     "oh_command",
     "owner_token_command",
+    "this_oh",
 ]
 
 
@@ -166,16 +167,21 @@ def owner_token_command(locations: Locations, owner: str = "you") -> str:
 
 def oh_command() -> str:
     """How to run this same ``oh`` from a shell: ``oh`` when that is what PATH finds, else
-    the absolute path of the running script (after ``.venv/bin/pip install``, ``oh`` is not
-    on PATH), else this interpreter with ``-m oh.cli``."""
+    ``this_oh`` quoted (after ``.venv/bin/pip install``, ``oh`` is not on PATH)."""
+    command = this_oh()
+    on_path = shutil.which("oh")
+    if len(command) == 1 and on_path is not None and os.path.samefile(on_path, command[0]):
+        return "oh"
+    return shlex.join(command)
+
+
+def this_oh() -> list[str]:
+    """The running ``oh`` as an absolute command line: the ``oh`` script when that is what
+    runs, else this interpreter with ``-m oh.cli``."""
     script = sys.argv[0] if sys.argv else ""
     if Path(script).stem == "oh" and Path(script).is_file():
-        running = os.path.abspath(script)
-        on_path = shutil.which("oh")
-        if on_path is not None and os.path.samefile(on_path, running):
-            return "oh"
-        return shlex.quote(running)
-    return f"{shlex.quote(sys.executable)} -m oh.cli"
+        return [os.path.abspath(script)]
+    return [sys.executable, "-m", "oh.cli"]
 
 
 def location_flags(locations: Locations) -> list[str]:
