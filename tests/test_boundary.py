@@ -14,11 +14,8 @@ import contextlib
 import json
 import os
 import select
-import socket
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +25,6 @@ import anyio
 import httpx
 import httpx2
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -44,6 +40,7 @@ from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.lifecycle import FakeClock
+from oh.testing.served import in_thread
 
 MCP_HEADERS = {
     "Accept": "application/json, text/event-stream",
@@ -70,12 +67,6 @@ class Served:
     url: str
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
     recall = EveryNote()
@@ -90,17 +81,8 @@ def served(tmp_path: Path) -> Iterator[Served]:
     recall.memory = host._memory
     endpoint = mcp_app(host)
     app = create_app(host, mcp=(endpoint.app, endpoint.lifespan))
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield Served(host, f"http://127.0.0.1:{port}")
-    server.should_exit = True
-    thread.join(timeout=20)
+    with in_thread(app) as url:
+        yield Served(host, url)
     host.close()
 
 

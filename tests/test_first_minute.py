@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -275,6 +276,8 @@ def test_every_command_the_readme_and_the_banner_tell_a_user_to_type_works_as_wr
                 # What CI runs (test_package checks it); running the suite from inside the
                 # suite would never end.
                 assert os.access(ROOT / "scripts" / "test", os.X_OK)
+            elif command == ".venv/bin/mkdocs serve":
+                _the_site_is_served(command, env)
             elif command.startswith("make "):
                 done = _shell(command.replace("make ", "make -n ", 1), env)
                 assert done.returncode == 0, (command, done.stderr)
@@ -290,6 +293,28 @@ def test_every_command_the_readme_and_the_banner_tell_a_user_to_type_works_as_wr
             checked.append(command)
     assert checked == commands
     assert any(" token create " in command for command in commands)
+
+
+def _the_site_is_served(command: str, env: dict[str, str]) -> None:
+    """``mkdocs serve`` as written (on a free port, so parallel runs never collide) serves the
+    docs site's home page."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    argv = ["/bin/sh", "-c", f"exec {command} --dev-addr 127.0.0.1:{port}"]
+    with _serving(argv, env) as serving:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/", timeout=2)
+                if page.status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert serving.process.poll() is None, "mkdocs serve stopped"
+            assert time.monotonic() < deadline, "mkdocs serve did not answer"
+            time.sleep(0.2)
+        assert "<title>" in page.text and "Oh" in page.text
 
 
 def test_the_readme_test_finds_what_a_user_is_told_to_type() -> None:

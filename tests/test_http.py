@@ -1,5 +1,7 @@
 """`oh serve` as a real process on 127.0.0.1, driven over HTTP like a host's users and agents
-would: the flows of SPEC §11 and an authorization matrix where every denial is typed."""
+would: the flows of docs/http.md through the Python client (`oh.client`), and, in raw HTTP, what
+only raw HTTP can check (statuses, headers, malformed bodies) and an authorization matrix where
+every denial is typed."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
+import oh.client
+from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound, Purged
 from oh.host import bearer_token
 
 SOURCE = {
@@ -109,6 +113,19 @@ def bob(server: Server) -> Client:
     return Client(server, server.owner_token("bob"))
 
 
+@pytest.fixture(scope="module")
+def oh_ann(server: Server, ann: Client) -> Iterator[oh.client.Client]:
+    """ann through the Python client, with the same token as the raw ``ann``."""
+    with oh.client.Client(server.url, ann.http.headers["authorization"][7:]) as client:
+        yield client
+
+
+@pytest.fixture(scope="module")
+def oh_bob(server: Server, bob: Client) -> Iterator[oh.client.Client]:
+    with oh.client.Client(server.url, bob.http.headers["authorization"][7:]) as client:
+        yield client
+
+
 def _open(owner: Client, document: str, run: str) -> dict[str, Any]:
     owner.put(f"/v1/documents/{document}")
     answer = owner.post(f"/v1/documents/{document}/notebooks", json={"run": run})
@@ -153,100 +170,115 @@ def test_over_http_the_scheme_is_read_in_any_case_and_nothing_else_authenticates
         assert answer.json()["error"]["code"] == "unauthenticated"
 
 
-def test_the_whole_flow_over_http(server: Server, ann: Client) -> None:
-    assert ann.put("/v1/documents/reef-review").status_code == 201
-    assert ann.put("/v1/documents/reef-review").status_code == 200
-    opened = ann.post("/v1/documents/reef-review/notebooks", json={"run": "run-1"})
-    assert opened.status_code == 201
-    body = opened.json()
-    notebook_id = body["notebook"]["id"]
-    assert body["notebook"]["state"] == "open"
-    assert body["mcp_url"] == f"{server.url}/mcp"
-    assert body["bootstrap"] == {
+def test_the_whole_flow_over_http(server: Server, oh_ann: oh.client.Client) -> None:
+    assert oh_ann.put_document("reef-review") == {"document": "reef-review", "owner": "ann"}
+    opened = oh_ann.open_notebook("reef-review", "run-1")
+    notebook_id = opened["notebook"]["id"]
+    assert opened["notebook"]["state"] == "open"
+    assert opened["mcp_url"] == f"{server.url}/mcp"
+    assert opened["bootstrap"] == {
         "rows": [],
         "total": 0,
         "truncated": False,
         "version": 0,
         "revision": 0,
     }
-    again = ann.post("/v1/documents/reef-review/notebooks", json={"run": "run-1"})
-    assert again.status_code == 200
-    assert again.json()["notebook"]["id"] == notebook_id
+    assert oh_ann.open_notebook("reef-review", "run-1")["notebook"]["id"] == notebook_id
 
-    agent = Client(server, body["agent_token"])
-    tools = f"/v1/notebooks/{notebook_id}/tools"
-    write = {
-        "based_on": 0,
-        "request_id": "r-12",
-        "changes": [
-            {
-                "op": "add",
-                "record": {"name": "dataset:coral-1990-2014", "text": "ends 2014: ruled out"},
-            }
-        ],
-    }
-    applied = agent.post(f"{tools}/remember", json=write)
-    assert applied.status_code == 200
-    assert applied.json()["status"] == "applied"
-    assert agent.post(f"{tools}/remember", json=write).json() == applied.json()
-    stale = agent.post(f"{tools}/remember", json={**write, "request_id": "r-13"})
-    assert stale.status_code == 200
-    assert stale.json() == {"status": "refused", "reason": "stale", "current_version": 1}
+    agent = oh_ann.with_token(opened["agent_token"])
+    changes = [
+        {"op": "add", "record": {"name": "dataset:coral-1990-2014", "text": "ends 2014: ruled out"}}
+    ]
+    applied = agent.remember(notebook_id, changes, based_on=0, request_id="r-12")
+    assert applied["status"] == "applied"
+    assert agent.remember(notebook_id, changes, based_on=0, request_id="r-12") == applied
+    stale = agent.remember(notebook_id, changes, based_on=0, request_id="r-13")
+    assert stale == {"status": "refused", "reason": "stale", "current_version": 1}
 
-    query = agent.post(f"{tools}/query", json={"question": "current_notes"}).json()
+    query = agent.query(notebook_id, "current_notes")
     assert [row["name"] for row in query["rows"]] == ["dataset:coral-1990-2014"]
-    read = agent.post(f"{tools}/read", json={"name": "dataset:coral-1990-2014"}).json()
+    read = agent.read(notebook_id, "dataset:coral-1990-2014")
     assert read["text"] == "ends 2014: ruled out"
     assert read["author"] == "agent:run-1"
-    why = agent.post(f"{tools}/explain", json={"token": query["token"], "row": 0}).json()
-    assert why["question"] == "current_notes"
-    assert agent.get(f"/v1/notebooks/{notebook_id}/bootstrap").json()["total"] == 1
+    assert agent.explain(notebook_id, query["token"], 0)["question"] == "current_notes"
+    assert agent.bootstrap(notebook_id)["total"] == 1
 
-    records = ann.get(f"/v1/notebooks/{notebook_id}/records").json()
+    records = oh_ann.records(notebook_id)
     assert [note["name"] for note in records["notes"]] == ["dataset:coral-1990-2014"]
 
-    proposal = ann.post(
-        "/v1/knowledge/proposals",
-        json={"notebook": notebook_id, "name": "dataset:coral-1990-2014", "source": SOURCE},
-    )
-    assert proposal.status_code == 201
-    decided = ann.post(
-        f"/v1/knowledge/proposals/{proposal.json()['proposal_id']}/decision",
-        json={"decision": "accept", "reason": "checked the table"},
-    )
-    assert decided.json()["revision"] == 1
-    twice = ann.post(
-        f"/v1/knowledge/proposals/{proposal.json()['proposal_id']}/decision",
-        json={"decision": "accept", "reason": "again"},
-    )
-    assert (twice.status_code, twice.json()["error"]["code"]) == (409, "already_exists")
-    knowledge = ann.get("/v1/knowledge").json()
+    proposal = oh_ann.propose(notebook=notebook_id, name="dataset:coral-1990-2014", source=SOURCE)
+    assert proposal["created"] is True
+    decided = oh_ann.decide(proposal["proposal_id"], "accept", "checked the table")
+    assert decided["revision"] == 1
+    with pytest.raises(AlreadyExists):
+        oh_ann.decide(proposal["proposal_id"], "accept", "again")
+    knowledge = oh_ann.knowledge()
     assert (knowledge["latest"], [r["name"] for r in knowledge["records"]]) == (
         1,
         ["dataset:coral-1990-2014"],
     )
-    assert ann.get("/v1/knowledge?revision=0").json()["records"] == []
+    assert oh_ann.knowledge(revision=0)["records"] == []
 
-    forgotten = ann.delete(f"/v1/notebooks/{notebook_id}")
-    assert forgotten.status_code == 200
-    assert forgotten.json()["removed"]["records"] == 1
-    late = agent.post(f"{tools}/remember", json={**write, "based_on": 1, "request_id": "r-14"})
-    assert (late.status_code, late.json()["error"]["code"]) == (410, "purged")
-    retry = agent.post(f"{tools}/remember", json=write)
-    assert (retry.status_code, retry.json()["error"]["code"]) == (410, "purged")
-    reopen = ann.post("/v1/documents/reef-review/notebooks", json={"run": "run-1"})
-    assert (reopen.status_code, reopen.json()["error"]["code"]) == (410, "purged")
-    assert ann.get(f"/v1/notebooks/{notebook_id}").json()["state"] == "purged"
+    forgotten = oh_ann.forget_notebook(notebook_id)
+    assert forgotten["removed"]["records"] == 1
+    with pytest.raises(Purged):
+        agent.remember(notebook_id, changes, based_on=1, request_id="r-14")
+    with pytest.raises(Purged):
+        agent.remember(notebook_id, changes, based_on=0, request_id="r-12")  # even a retry
+    with pytest.raises(Purged):
+        oh_ann.open_notebook("reef-review", "run-1")
+    assert oh_ann.get_notebook(notebook_id)["state"] == "purged"
 
 
-def test_removing_a_document_closes_its_notebooks(server: Server, ann: Client) -> None:
-    opened = _open(ann, "doc-to-remove", "run-1")
-    agent = Client(server, opened["agent_token"])
-    tools = f"/v1/notebooks/{opened['notebook']['id']}/tools"
-    assert agent.post(f"{tools}/query", json={"question": "current_notes"}).status_code == 200
-    assert ann.delete("/v1/documents/doc-to-remove").status_code == 200
-    denied = agent.post(f"{tools}/query", json={"question": "current_notes"})
-    assert (denied.status_code, denied.json()["error"]["code"]) == (403, "forbidden")
+def test_each_route_answers_its_status(server: Server, ann: Client) -> None:
+    """What the client does not show: 201 for what is new, 200 for what was there already, and
+    each error with its code's status."""
+    assert ann.put("/v1/documents/status-doc").status_code == 201
+    assert ann.put("/v1/documents/status-doc").status_code == 200
+    opened = ann.post("/v1/documents/status-doc/notebooks", json={"run": "run-1"})
+    again = ann.post("/v1/documents/status-doc/notebooks", json={"run": "run-1"})
+    assert (opened.status_code, again.status_code) == (201, 200)
+    notebook_id = opened.json()["notebook"]["id"]
+    agent = Client(server, opened.json()["agent_token"])
+    write = {
+        "based_on": 0,
+        "request_id": "r-1",
+        "changes": [{"op": "add", "record": {"name": "lead:status", "text": "t"}}],
+    }
+    tools = f"/v1/notebooks/{notebook_id}/tools"
+    assert agent.post(f"{tools}/remember", json=write).status_code == 200
+    stale = agent.post(f"{tools}/remember", json={**write, "request_id": "r-2"})
+    assert (stale.status_code, stale.json()["status"]) == (200, "refused")
+    note = {"notebook": notebook_id, "name": "lead:status", "source": SOURCE}
+    first = ann.post("/v1/knowledge/proposals", json=note)
+    assert (first.status_code, ann.post("/v1/knowledge/proposals", json=note).status_code) == (
+        201,
+        200,
+    )
+    decision = f"/v1/knowledge/proposals/{first.json()['proposal_id']}/decision"
+    assert ann.post(decision, json={"decision": "reject", "reason": "no"}).status_code == 200
+    twice = ann.post(decision, json={"decision": "accept", "reason": "again"})
+    assert (twice.status_code, twice.json()["error"]["code"]) == (409, "already_exists")
+    assert ann.delete(f"/v1/notebooks/{notebook_id}").status_code == 200
+    for answer in (
+        agent.post(f"{tools}/remember", json=write),
+        ann.post("/v1/documents/status-doc/notebooks", json={"run": "run-1"}),
+        ann.delete(f"/v1/notebooks/{notebook_id}"),
+    ):
+        assert (answer.status_code, answer.json()["error"]["code"]) == (410, "purged")
+
+
+def test_removing_a_document_closes_its_notebooks(oh_ann: oh.client.Client) -> None:
+    oh_ann.put_document("doc-to-remove")
+    opened = oh_ann.open_notebook("doc-to-remove", "run-1")
+    notebook_id, agent = opened["notebook"]["id"], oh_ann.with_token(opened["agent_token"])
+    assert agent.query(notebook_id, "current_notes")["question"] == "current_notes"
+    assert oh_ann.delete_document("doc-to-remove") == {
+        "document": "doc-to-remove",
+        "forgotten_notebooks": 1,
+    }
+    with pytest.raises(Forbidden):
+        agent.query(notebook_id, "current_notes")
 
 
 def test_bad_input_is_typed_and_never_a_500(server: Server, ann: Client) -> None:
@@ -282,58 +314,44 @@ def test_bad_input_is_typed_and_never_a_500(server: Server, ann: Client) -> None
 
 
 def test_a_note_proposed_twice_while_pending_answers_the_pending_proposal(
-    server: Server, ann: Client
+    oh_ann: oh.client.Client,
 ) -> None:
-    opened = _open(ann, "twice-doc", "run-1")
+    oh_ann.put_document("twice-doc")
+    opened = oh_ann.open_notebook("twice-doc", "run-1")
     notebook_id = opened["notebook"]["id"]
-    agent = httpx.Client(base_url=server.url, headers=auth(opened["agent_token"]), timeout=10)
-    agent.post(
-        f"/v1/notebooks/{notebook_id}/tools/remember",
-        json={
-            "based_on": 0,
-            "request_id": "r-1",
-            "changes": [{"op": "add", "record": {"name": "lead:twice", "text": "methods gone"}}],
-        },
+    oh_ann.with_token(opened["agent_token"]).remember(
+        notebook_id,
+        [{"op": "add", "record": {"name": "lead:twice", "text": "methods gone"}}],
+        based_on=0,
     )
-    note = {"notebook": notebook_id, "name": "lead:twice", "source": SOURCE}
-    first = ann.post("/v1/knowledge/proposals", json=note)
-    again = ann.post("/v1/knowledge/proposals", json=note)
-    assert (first.status_code, again.status_code) == (201, 200)
-    assert again.json()["proposal_id"] == first.json()["proposal_id"]
-    other = ann.post(
-        "/v1/knowledge/proposals", json={**note, "source": {**SOURCE, "locator": "p. 9"}}
-    )
-    assert (other.status_code, other.json()["error"]["code"]) == (409, "already_exists")
-    assert other.json()["error"]["proposal_id"] == first.json()["proposal_id"]
+    first = oh_ann.propose(notebook=notebook_id, name="lead:twice", source=SOURCE)
+    again = oh_ann.propose(notebook=notebook_id, name="lead:twice", source=SOURCE)
+    assert (first["created"], again) == (True, {**first, "created": False})
+    with pytest.raises(AlreadyExists) as other:
+        oh_ann.propose(
+            notebook=notebook_id, name="lead:twice", source={**SOURCE, "locator": "p. 9"}
+        )
+    assert other.value.details["proposal_id"] == first["proposal_id"]
 
 
 def test_accepting_a_record_with_empty_text_is_invalid_and_changes_nothing(
-    server: Server, ann: Client
+    oh_ann: oh.client.Client,
 ) -> None:
-    blank = ann.post(
-        "/v1/knowledge/proposals",
-        json={"record": {"name": "finding:blank", "text": "  "}, "source": SOURCE},
-    )
-    assert (blank.status_code, blank.json()["error"]["code"]) == (400, "invalid_argument")
-    made = ann.post(
-        "/v1/knowledge/proposals",
-        json={"record": {"name": "finding:cleared", "text": "ten years"}, "source": SOURCE},
-    )
-    decision = f"/v1/knowledge/proposals/{made.json()['proposal_id']}/decision"
-    before = ann.get("/v1/knowledge").json()["latest"]
+    with pytest.raises(InvalidArgument):
+        oh_ann.propose(record={"name": "finding:blank", "text": "  "}, source=SOURCE)
+    made = oh_ann.propose(record={"name": "finding:cleared", "text": "ten years"}, source=SOURCE)
+    before = oh_ann.knowledge()["latest"]
     for text in ("", " \n "):
-        cleared = ann.post(
-            decision,
-            json={
-                "decision": "accept",
-                "reason": "cleared it",
-                "record": {"name": "finding:cleared", "text": text},
-            },
-        )
-        assert (cleared.status_code, cleared.json()["error"]["code"]) == (400, "invalid_argument")
-    assert ann.get("/v1/knowledge").json()["latest"] == before
-    accepted = ann.post(decision, json={"decision": "accept", "reason": "as proposed"})
-    assert accepted.json()["revision"] == before + 1
+        with pytest.raises(InvalidArgument):
+            oh_ann.decide(
+                made["proposal_id"],
+                "accept",
+                "cleared it",
+                record={"name": "finding:cleared", "text": text},
+            )
+    assert oh_ann.knowledge()["latest"] == before
+    accepted = oh_ann.decide(made["proposal_id"], "accept", "as proposed")
+    assert accepted["revision"] == before + 1
 
 
 def test_operations_routes(server: Server, ann: Client) -> None:
@@ -613,31 +631,28 @@ def test_the_openapi_document_declares_the_bearer_schemes_and_parameter_schemas(
 
 
 def test_the_owner_lists_their_notebooks_and_never_anothers(
-    server: Server, ann: Client, bob: Client
+    server: Server, ann: Client, oh_ann: oh.client.Client, oh_bob: oh.client.Client
 ) -> None:
-    mine = [_open(ann, "listing-doc", f"run-{i}")["notebook"]["id"] for i in range(3)]
-    theirs = _open(bob, "bob-listing-doc", "run-1")["notebook"]["id"]
-    ann.delete(f"/v1/notebooks/{mine[0]}")
-    answer = ann.get("/v1/notebooks", params={"document": "listing-doc"})
-    assert answer.status_code == 200, answer.text
-    listed = answer.json()["notebooks"]
+    oh_ann.put_document("listing-doc")
+    mine = [oh_ann.open_notebook("listing-doc", f"run-{i}")["notebook"]["id"] for i in range(3)]
+    oh_bob.put_document("bob-listing-doc")
+    theirs = oh_bob.open_notebook("bob-listing-doc", "run-1")["notebook"]["id"]
+    oh_ann.forget_notebook(mine[0])
+    listed = oh_ann.list_notebooks(document="listing-doc")["notebooks"]
     assert {n["id"] for n in listed} == set(mine)
     order = [(n["started_at"], n["id"]) for n in listed]
     assert order == sorted(order, reverse=True)  # newest first
     assert {n["id"]: n["state"] for n in listed}[mine[0]] == "purged"
     assert all(n["document"] == "listing-doc" and n["run"].startswith("run-") for n in listed)
-    assert theirs not in {n["id"] for n in ann.get("/v1/notebooks").json()["notebooks"]}
+    assert theirs not in {n["id"] for n in oh_ann.iter_notebooks()}
     # Paged: two, then the rest, by the cursor the first page returned.
-    first = ann.get("/v1/notebooks", params={"document": "listing-doc", "limit": "2"}).json()
-    rest = ann.get(
-        "/v1/notebooks",
-        params={"document": "listing-doc", "limit": "2", "cursor": first["next_cursor"]},
-    ).json()
+    first = oh_ann.list_notebooks(document="listing-doc", limit=2)
+    rest = oh_ann.list_notebooks(document="listing-doc", limit=2, cursor=first["next_cursor"])
     assert [n["id"] for n in first["notebooks"] + rest["notebooks"]] == [n["id"] for n in listed]
     assert rest["next_cursor"] is None
-    opened = ann.get("/v1/notebooks", params={"state": "open", "document": "listing-doc"})
-    assert {n["id"] for n in opened.json()["notebooks"]} == set(mine[1:])
-    # Refusals: typed, 400 or 401, never a 500.
+    opened = oh_ann.list_notebooks(state="open", document="listing-doc")
+    assert {n["id"] for n in opened["notebooks"]} == set(mine[1:])
+    # Refusals: typed, 400 or 401, never a 500 (raw: the client never sends a limit of 1.5).
     for params in ({"limit": "0"}, {"limit": "1.5"}, {"state": "closed"}, {"cursor": "nope"},
                    {"document": "a/b"}):  # fmt: skip
         refused = ann.get("/v1/notebooks", params=params)
@@ -674,28 +689,24 @@ def test_every_route_in_the_openapi_document_is_in_the_http_docs(server: Server)
     assert served - documented == set()
 
 
-def test_the_owner_forgets_one_note_over_http(server: Server, ann: Client, bob: Client) -> None:
-    opened = _open(ann, "forget-one.pdf", "run-1")
-    notebook, agent = opened["notebook"]["id"], opened["agent_token"]
-    written = httpx.post(
-        f"{server.url}/v1/notebooks/{notebook}/tools/remember",
-        json={
-            "based_on": 0,
-            "request_id": "r-1",
-            "changes": [
-                {"op": "add", "record": {"name": n, "text": n}} for n in ("lead:keep", "lead:drop")
-            ],
-        },
-        headers=auth(agent),
+def test_the_owner_forgets_one_note_over_http(
+    oh_ann: oh.client.Client, oh_bob: oh.client.Client
+) -> None:
+    oh_ann.put_document("forget-one.pdf")
+    opened = oh_ann.open_notebook("forget-one.pdf", "run-1")
+    notebook = opened["notebook"]["id"]
+    written = oh_ann.with_token(opened["agent_token"]).remember(
+        notebook,
+        [{"op": "add", "record": {"name": n, "text": n}} for n in ("lead:keep", "lead:drop")],
+        based_on=0,
     )
-    assert written.json()["status"] == "applied"
-    assert bob.delete(f"/v1/notebooks/{notebook}/records/lead:drop").status_code == 404
-    forgot = ann.delete(f"/v1/notebooks/{notebook}/records/lead:drop")
-    assert forgot.status_code == 200, forgot.text
-    assert forgot.json() == {"notebook": notebook, "version": 2, "removed": "lead:drop"}
-    notes = ann.get(f"/v1/notebooks/{notebook}/records").json()["notes"]
-    assert [n["name"] for n in notes] == ["lead:keep"]
-    again = ann.delete(f"/v1/notebooks/{notebook}/records/lead:drop")
-    assert (again.status_code, again.json()["error"]["code"]) == (404, "not_found")
-    bad = ann.delete(f"/v1/notebooks/{notebook}/records/NotAName")
-    assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_argument")
+    assert written["status"] == "applied"
+    with pytest.raises(NotFound):
+        oh_bob.forget_note(notebook, "lead:drop")
+    forgot = oh_ann.forget_note(notebook, "lead:drop")
+    assert forgot == {"notebook": notebook, "version": 2, "removed": "lead:drop"}
+    assert [n["name"] for n in oh_ann.records(notebook)["notes"]] == ["lead:keep"]
+    with pytest.raises(NotFound):
+        oh_ann.forget_note(notebook, "lead:drop")
+    with pytest.raises(InvalidArgument):
+        oh_ann.forget_note(notebook, "NotAName")

@@ -10,11 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
-import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -27,7 +24,6 @@ import httpx
 import httpx2
 import mcp_types as types
 import pytest
-import uvicorn
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -44,6 +40,7 @@ from oh.storage.base import MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.testing.served import in_thread
 
 ROOT = Path(__file__).resolve().parents[1]
 FOUR = ["remember", "query", "read", "explain"]
@@ -568,12 +565,6 @@ def test_oh_mcp_will_not_start_without_the_notebooks_own_token(
 # -- streamable HTTP -----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def http_url(host: Host) -> Iterator[str]:
     """The endpoint mounted in a minimal Starlette app, served by uvicorn in a thread."""
@@ -585,17 +576,8 @@ def http_url(host: Host) -> Iterator[str]:
             yield
 
     app = Starlette(routes=[Route("/mcp", endpoint=endpoint.app)], lifespan=lifespan)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    yield f"http://127.0.0.1:{port}/mcp"
-    server.should_exit = True
-    thread.join(timeout=20)
+    with in_thread(app) as url:
+        yield f"{url}/mcp"
 
 
 @contextlib.asynccontextmanager

@@ -38,6 +38,8 @@ LAYERS = {
     "host": 4,
     "demo": 5,
     "http": 5,
+    "openapi": 5,
+    "client": 5,
     "mcp": 5,
     "panel": 5,
     "testing": 5,

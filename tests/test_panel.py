@@ -1,4 +1,4 @@
-"""The Memory panel and the review page (SPEC §6), in a real headless Chromium.
+"""The Memory panel and the review page (docs/panel.md), in a real headless Chromium.
 
 The reference host's app runs under uvicorn on 127.0.0.1; an "agent" writes through the HTTP
 tool routes, the owner signs in through the login form and works the panel like a person would.
@@ -18,9 +18,6 @@ import inspect
 import json
 import os
 import re
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +26,6 @@ from typing import Any
 import httpx
 import libsql
 import pytest
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
@@ -39,19 +35,13 @@ from oh.core.clock import Clock, system_clock
 from oh.host import Host, HostSettings
 from oh.http import create_app
 from oh.panel import SESSION_COOKIE, owner_from_request, panel_router
-from oh.panel.routes import LANDING_PAGE_SIZE
+from oh.panel.notebooks import DOCUMENTS_PAGE_SIZE, NOTEBOOKS_PAGE_SIZE, NOTEBOOKS_SHOWN
 from oh.profiles import shipped_pack
+from oh.testing.browser import chromium
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
+from oh.testing.served import free_port, in_thread
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
@@ -511,47 +501,18 @@ def test_a_pending_proposal_a_pack_made_unacceptable_offers_only_reject(tmp_path
 # -- in a real browser -----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    port = _free_port()
+    port = free_port()
     world = World(tmp_path_factory.mktemp("panel"), f"http://127.0.0.1:{port}")
-    config = uvicorn.Config(
-        world.app, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    yield world
-    server.should_exit = True
-    thread.join(timeout=10)
+    with in_thread(world.app, port):
+        yield world
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        if os.environ.get("CI"):
-            raise
-        pytest.skip("playwright is not installed (pip install playwright)")
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            raise RuntimeError(f"{CHROMIUM} is missing: run scripts/install-chromium")
-        pytest.skip(f"{CHROMIUM} is missing: run scripts/install-chromium")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    with chromium() as launched:
         yield launched
-        launched.close()
 
 
 @pytest.fixture
@@ -1079,11 +1040,16 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
     served: World, pages: Any, scheme: str
 ) -> None:
     """4.5:1 for every visible button and link, filled or outlined, on the login page, the
-    Memory panel (notes, a conflict, reviewed knowledge, a notice), the forget confirmation
-    and the review page (pending and decided proposals)."""
+    Memory panel (notes, a conflict, reviewed knowledge, a notice; and, filtered, a pager,
+    removed notes and the notice of an older pin), the forget confirmation, the review page
+    (pending and decided proposals), the landing page and the not-found page."""
     opened, owner = _carol(served, f"contrast-{scheme}.pdf", f"contrast-{scheme}")
     reviewed, pending = f"finding:reviewed-{scheme}", f"lead:pending-{scheme}"
     opened.remember(_add(reviewed, "reviewed text"), _add(pending, "to decide"))
+    many = [_add(f"lead:note-{scheme}-{i:03d}", f"note {i}") for i in range(101)]
+    opened.remember(*many[:64])
+    opened.remember(*many[64:], _add(f"lead:note-{scheme}-gone", "removed next"))
+    opened.remember({"op": "remove", "name": f"lead:note-{scheme}-gone"})
     served.host._review.decide(
         "carol", _propose(owner, opened.id, reviewed), decision="accept", reason="checked"
     )
@@ -1102,15 +1068,24 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
     panel = f"{served.url}/panel/notebooks/{pinned.id}"
     for name, url in (
         ("panel", f"{panel}?proposed={proposed}"),
+        ("filtered", f"{served.url}/panel/notebooks/{opened.id}?q=note&page=2"),
         ("forget", f"{panel}/forget"),
         ("review", f"{served.url}/panel/review"),
+        ("notebooks", f"{served.url}/panel/notebooks"),
+        ("missing", f"{served.url}/panel/notebooks/nb_{'0' * 32}"),
     ):
         page.goto(url)
         page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
         measured[name] = page.evaluate(CONTRAST)
     assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
-    for name, expected in (("panel", {"Forget now", "Propose for review", "Log out"}),):
+    for name, expected in (
+        ("panel", {"Forget now", "Propose for review", "Log out"}),
+        ("filtered", {"Filter", "Clear the filter", "First", "Previous", "Forget this note"}),
+        ("notebooks", {f"contrast-{scheme}", "Notebooks"}),
+        ("missing", {"Your documents and notebooks"}),
+    ):
         assert expected <= {item["text"] for item in measured[name]}, measured[name]
+    assert any(item["text"].startswith("revision ") for item in measured["filtered"])  # the pin
     assert {"Accept", "Reject", "Show"} <= {item["text"] for item in measured["review"]}
     failing = [
         {"page": name, **item}
@@ -1124,9 +1099,7 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
 # -- the way in: the owner's notebooks ---------------------------------------------------------
 
 
-def test_the_landing_page_lists_the_owners_notebooks_by_document_and_links_each_panel(
-    tmp_path: Path,
-) -> None:
+def test_the_landing_page_lists_the_owners_documents_and_their_notebooks(tmp_path: Path) -> None:
     clock = FakeClock()
     world = World(tmp_path, clock=clock)
     client = _client(world)
@@ -1142,17 +1115,27 @@ def test_the_landing_page_lists_the_owners_notebooks_by_document_and_links_each_
     clock.advance(hours=1)
     gone = world.open(owner, "reef.pdf", "run-3", _client(world))
     owner.delete(f"/v1/notebooks/{gone.id}")
+    assert owner.put("/v1/documents/atoll.pdf").status_code == 201  # no notebook yet
     bobs = world.open(world.owner("bob", _client(world)), "bob.pdf", "run-1", _client(world))
-    clock.advance(hours=23)  # run-1 is past its forget time: expired
+    clock.advance(hours=22, minutes=30)  # run-1 is past its forget time: expired
     _sign_in(client, world.tokens["alice"], "/panel/notebooks")
     page = client.get("/panel/notebooks")
     assert page.status_code == 200
     text = page.text
-    # Newest first: reef.pdf (run-3, then run-1) before kelp.pdf, each run linking its panel.
-    assert text.index("<h2>reef.pdf</h2>") < text.index("<h2>kelp.pdf</h2>")
+    # Documents by name, the one without a notebook too; each document's runs newest first.
+    assert (
+        text.index("<h2>atoll.pdf</h2>")
+        < text.index("<h2>kelp.pdf</h2>")
+        < text.index("<h2>reef.pdf</h2>")
+    )
+    atoll = text[text.index("<h2>atoll.pdf</h2>") : text.index("<h2>kelp.pdf</h2>")]
+    assert "No notebook yet" in atoll and "--document atoll.pdf" in atoll
+    assert "<table>" not in atoll
     assert text.index(f"/panel/notebooks/{gone.id}") < text.index(f"/panel/notebooks/{reef.id}")
     assert f'href="/panel/notebooks/{kelp.id}">run-2</a>' in text
     assert "forgotten" in text and "expired, waiting for the purge" in text
+    assert 'class="notebook open"' in text  # kelp's run-2 has half an hour left
+    assert "Registered <time" in text
     assert bobs.id not in text and "bob.pdf" not in text
     assert client.get(f"/panel/notebooks/{reef.id}").status_code == 200  # the link works
     assert 'href="/panel/notebooks">Notebooks</a>' in text  # and the header leads back
@@ -1162,28 +1145,48 @@ def test_the_landing_page_lists_the_owners_notebooks_by_document_and_links_each_
     # An owner with nothing yet is told how to start.
     world.tokens["carol"] = world.host.create_owner_token("carol")
     empty = _sign_in(_client(world), world.tokens["carol"]).get("/panel/notebooks").text
-    assert "No notebooks yet" in empty and "oh notebook open" in empty
+    assert "No documents yet" in empty and "oh notebook open" in empty
     world.host.close()
 
 
-def test_the_landing_page_pages_a_long_list(tmp_path: Path) -> None:
+def test_the_landing_page_pages_its_documents_and_each_document_its_notebooks(
+    tmp_path: Path,
+) -> None:
     clock = FakeClock()
     world = World(tmp_path, clock=clock)
     owner = world.owner("alice", _client(world))
     owner.put("/v1/documents/big.pdf")
-    for i in range(LANDING_PAGE_SIZE + 2):
+    for i in range(NOTEBOOKS_PAGE_SIZE + 2):
         clock.advance(seconds=1)
         answer = owner.post("/v1/documents/big.pdf/notebooks", json={"run": f"run-{i:03d}"})
         assert answer.status_code == 201
+    for i in range(DOCUMENTS_PAGE_SIZE):
+        assert owner.put(f"/v1/documents/doc-{i:03d}.pdf").status_code == 201
     client = _sign_in(_client(world), world.tokens["alice"])
     first = client.get("/panel/notebooks").text
-    assert first.count('<tr class="notebook') == LANDING_PAGE_SIZE
-    older = re.search(r'href="(/panel/notebooks\?cursor=[^"]+)">Older notebooks', first)
-    assert older is not None and f"run-{LANDING_PAGE_SIZE + 1:03d}" in first
+    # big.pdf sorts first: its newest runs, and a link to all of them.
+    assert first.count('<tr class="notebook') == NOTEBOOKS_SHOWN
+    assert f"run-{NOTEBOOKS_PAGE_SIZE + 1:03d}" in first and ">run-000</a>" not in first
+    assert first.count('<section class="document"') == DOCUMENTS_PAGE_SIZE
+    assert "doc-048.pdf" in first and "doc-049.pdf" not in first
+    more = re.search(r'href="(/panel/notebooks\?cursor=[^"]+)">More documents', first)
+    assert more is not None
+    rest = client.get(html.unescape(more.group(1))).text
+    assert rest.count('<section class="document"') == 1 and "doc-049.pdf" in rest
+    assert "More documents" not in rest
+    every = re.search(
+        r'href="(/panel/notebooks\?document=big.pdf)">All notebooks of big.pdf', first
+    )
+    assert every is not None
+    own = client.get(every.group(1)).text
+    assert own.count('<tr class="notebook') == NOTEBOOKS_PAGE_SIZE
+    older = re.search(r'href="(/panel/notebooks\?document=big.pdf&amp;cursor=[^"]+)">Older', own)
+    assert older is not None
     second = client.get(html.unescape(older.group(1))).text
     assert second.count('<tr class="notebook') == 2 and "Older notebooks" not in second
     assert ">run-000</a>" in second and ">run-001</a>" in second
-    assert client.get("/panel/notebooks?cursor=forged").status_code == 400
+    assert client.get("/panel/notebooks?cursor=forged!").status_code == 400
+    assert client.get("/panel/notebooks?document=big.pdf&cursor=forged").status_code == 400
     world.host.close()
 
 
@@ -1200,7 +1203,7 @@ def test_in_the_browser_the_owner_goes_from_the_front_door_to_a_notebooks_panel(
     page.get_by_label("Owner token").fill(served.tokens["alice"])
     page.get_by_role("button", name="Sign in").click()
     page.wait_for_url(served.url + "/panel/notebooks")
-    expect(page.get_by_role("heading", name="Your notebooks")).to_be_visible()
+    expect(page.get_by_role("heading", name="Your documents and notebooks")).to_be_visible()
     section = page.get_by_role("region", name="Document front-door.pdf")
     expect(section.get_by_role("cell", name="open")).to_be_visible()
     section.get_by_role("link", name="run-front").click()

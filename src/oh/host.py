@@ -322,6 +322,33 @@ class Host:
         """Register ``document`` for ``owner``; True if new. ``forbidden`` if another owns it."""
         return self._documents.register(owner, document)
 
+    def list_documents(
+        self, owner: str, limit: Any = DEFAULT_LIST_LIMIT, cursor: Any = None
+    ) -> dict[str, Any]:
+        """The owner's registered documents by name, a page at a time: ``{"documents":
+        [{"document", "registered_at"}], "next_cursor"}`` (None on the last page), including
+        documents that have no notebook yet. Another owner's documents are never listed."""
+        limit = input_value(limit, "limit")
+        if type(limit) is not int or not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidArgument(f"limit is an integer from 1 to {MAX_LIST_LIMIT}")
+        after = None if cursor is None else _document_position(cursor)
+        page = self._registry.owner_documents(owner, after=after, limit=limit + 1)
+        more = len(page) > limit
+        page = page[:limit]
+        return {
+            "documents": [
+                {"document": row.document, "registered_at": row.registered_at} for row in page
+            ],
+            "next_cursor": _document_cursor(page[-1].document) if more else None,
+        }
+
+    def check_document(self, owner: str, document: Any) -> None:
+        """``not_found`` unless ``owner`` holds ``document``: another owner's document is not
+        found either, so the answer says nothing about whether it exists."""
+        check_identifier(document, "document")
+        if self._documents.owner_of(document) != owner:
+            raise NotFound(f"no document {document}")
+
     def remove_document(self, owner: str, document: str) -> int:
         """Remove a document and forget all its notebooks; return how many were forgotten."""
         self._documents.remove(owner, document)
@@ -516,6 +543,10 @@ class Host:
         """Every version of one of the owner's reviewed records, oldest first."""
         return self._review.store.history(owner, name)
 
+    def latest_revision(self, owner: str) -> int:
+        """The owner's latest knowledge revision (0 before any reviewed knowledge)."""
+        return self._review.store.latest_revision(owner)
+
     def revisions(self, owner: str) -> list[Revision]:
         """The owner's knowledge revisions, oldest first."""
         return self._review.store.revisions(owner)
@@ -630,6 +661,22 @@ def _list_position(cursor: Any) -> tuple[str, str]:
     except (ValueError, TypeError):
         raise InvalidArgument("cursor is not one a listing of notebooks returned") from None
     return started_at, notebook_id
+
+
+def _document_cursor(last: str) -> str:
+    """Where the next page of an owner's documents starts: after the document ``last``."""
+    return base64.urlsafe_b64encode(last.encode("utf-8")).decode("ascii").rstrip("=")
+
+
+def _document_position(cursor: Any) -> str:
+    """The document a cursor of ``list_documents`` names; ``invalid_argument`` otherwise."""
+    try:
+        if type(cursor) is not str or len(cursor) > _MAX_CURSOR or not cursor.isascii():
+            raise ValueError("not a cursor")
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        return check_identifier(raw.decode("utf-8"), "cursor")
+    except (ValueError, InvalidArgument):
+        raise InvalidArgument("cursor is not one a listing of documents returned") from None
 
 
 _PROPOSAL_KEYS = frozenset(("notebook", "name", "record", "source"))

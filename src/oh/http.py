@@ -19,13 +19,18 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from oh._version import __version__
 from oh.core.canonical import MAX_SAFE_INTEGER, parse_input
-from oh.core.identifiers import CONTROL_CHARACTERS, identifier_schema
 from oh.errors import (
     HTTP_STATUS,
     Bug,
@@ -39,21 +44,17 @@ from oh.errors import (
 from oh.host import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
-    NOTEBOOK_STATES,
     Host,
     MemoryCard,
     bearer_token,
 )
+from oh.openapi import publish, reference_page
 from oh.panel import owner_from_request, panel_router
 from oh.schemas import (
     ARGUMENTS,
     BODIES,
-    DEFS,
-    JSON_VALUE_REF,
-    NAME,
     RESULTS,
     TOOL_CONTRACT_VERSION,
-    integer,
     validate_body,
 )
 from oh.tools import TOOL_NAMES
@@ -114,186 +115,6 @@ OPENED = {
     },
     "required": ["notebook", "agent_token", "mcp_url", "bootstrap"],
 }
-
-
-# The schemas of path and query parameters, as the host checks them.
-_PARAMETERS: dict[str, dict[str, Any]] = {
-    # In a path a document id holds no "/" (a client sends it as %2F, which the server decodes
-    # before routing); through the library any identifier is a document id.
-    "document": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 200,
-        "pattern": f"^[^/{CONTROL_CHARACTERS}]*$",
-        "description": "the host's id of a document (no control characters, no /)",
-    },
-    "notebook_id": {**identifier_schema(), "description": "a notebook id (nb_...)"},
-    "name": {**NAME, "description": "a record name, <kind>:<slug>"},
-    "proposal_id": {**identifier_schema(), "description": "a proposal id (pr_...)"},
-    "revision": {**integer(), "description": "a knowledge revision; the latest when left out"},
-    "state": {
-        "type": "string",
-        "enum": list(NOTEBOOK_STATES),
-        "description": "only notebooks in this state (expired: open past its forget time)",
-    },
-    "limit": {
-        **integer(1, MAX_LIST_LIMIT),
-        "description": f"at most this many in a page (default {DEFAULT_LIST_LIMIT})",
-    },
-    "cursor": {
-        "type": "string",
-        "minLength": 1,
-        "maxLength": 400,
-        "description": "the next_cursor of the page before",
-    },
-}
-_SECURITY_SCHEMES = {
-    "owner": {
-        "type": "http",
-        "scheme": "bearer",
-        "description": "An owner token (oho_...), printed by `oh token create --owner NAME`.",
-    },
-    "agent": {
-        "type": "http",
-        "scheme": "bearer",
-        "description": (
-            "An agent token (oha_...), returned when a notebook opens; it works only for that"
-            " notebook's tools."
-        ),
-    },
-}
-_SECURITY_BY_TAG = {
-    "documents": "owner",
-    "notebooks": "owner",
-    "knowledge": "owner",
-    "tools": "agent",
-}
-_JSON_VALUE_COMPONENT = "#/components/schemas/JsonValue"
-
-# What each route is for, as the OpenAPI document says it (docs/http.md says the same in full).
-_TOOL_ROUTE = (
-    "Calls the tool for the notebook the agent token names (docs/tools.md). A refused write"
-    " (stale) is a result, answered 200; an error answers its code's status."
-)
-_ROUTE_DOCS: dict[tuple[str, str], tuple[str, str]] = {
-    ("put", "/v1/documents/{document}"): (
-        "Register a document",
-        "Registers the document to the caller: 201 when new, 200 when it was already theirs."
-        " Another owner's document is forbidden.",
-    ),
-    ("delete", "/v1/documents/{document}"): (
-        "Remove a document",
-        "Removes the document and forgets every notebook on it; later tool calls of those"
-        " notebooks are forbidden.",
-    ),
-    ("post", "/v1/documents/{document}/notebooks"): (
-        "Open a notebook",
-        "Opens the run's notebook (201), or answers the one the run has open already (200),"
-        " with its agent token, the MCP URL and the bootstrap. A run whose notebook was"
-        " forgotten is purged (410).",
-    ),
-    ("get", "/v1/notebooks"): (
-        "List the caller's notebooks",
-        "The caller's notebooks, newest first, filtered by document and state (as it stands"
-        " now), a page at a time: pass next_cursor as cursor for the next page. Never another"
-        " owner's.",
-    ),
-    ("get", "/v1/notebooks/{notebook_id}"): (
-        "Get a notebook",
-        "The notebook object, its state as it stands now. Another owner's is not_found.",
-    ),
-    ("delete", "/v1/notebooks/{notebook_id}"): (
-        "Forget a notebook now",
-        "Deletes the notebook's notes, log and derived data at once and leaves a tombstone;"
-        " forgetting it again is purged (410).",
-    ),
-    ("delete", "/v1/notebooks/{notebook_id}/records/{name}"): (
-        "Forget one note",
-        "Removes one working note as a logged change the owner authors (owner:<owner>): it"
-        " leaves the current records and the agent's view; the log keeps its history until the"
-        " notebook is forgotten. A name that is not a current note is not_found.",
-    ),
-    ("get", "/v1/notebooks/{notebook_id}/records"): (
-        "A notebook's full records",
-        "The notes, each with its digest and stamps, and the reviewed records in its view.",
-    ),
-    ("get", "/v1/notebooks/{notebook_id}/events"): (
-        "A notebook's memory cards",
-        "Server-sent events: one memory-card event each time the agent remembers or recalls.",
-    ),
-    ("get", "/v1/notebooks/{notebook_id}/bootstrap"): (
-        "The agent's bootstrap",
-        "What the agent sees when its tools load: the first rows of current_notes (at most 24"
-        " or 4,000 characters), the total, the version and the pinned revision (docs/tools.md).",
-    ),
-    **{
-        ("post", f"/v1/notebooks/{{notebook_id}}/tools/{tool}"): (f"The {tool} tool", _TOOL_ROUTE)
-        for tool in ("remember", "query", "read", "explain", "recall")
-    },
-    ("get", "/v1/knowledge"): (
-        "Reviewed knowledge",
-        "The caller's reviewed records at a revision (the latest when left out), and the latest"
-        " revision number.",
-    ),
-    ("post", "/v1/knowledge/proposals"): (
-        "Propose for review",
-        "Proposes a note of one of the caller's notebooks, or a new record, for review with a"
-        " cited source: 201, or 200 when the same proposal is pending already.",
-    ),
-    ("post", "/v1/knowledge/proposals/{proposal_id}/decision"): (
-        "Decide a proposal",
-        "Accepts (optionally with an edited record) or rejects a pending proposal, with a"
-        " reason; accepting makes a new revision. Decided already: already_exists (409).",
-    ),
-    ("get", "/healthz"): (
-        "Liveness",
-        "Answers 200 while the server runs; needs no token, reads no database.",
-    ),
-    ("get", "/metrics"): (
-        "Metrics",
-        "Prometheus text: tool calls by tool and outcome, time per tool, and events.",
-    ),
-}
-
-
-def _in_openapi(value: Any) -> Any:
-    """A published JSON Schema as it stands inside the OpenAPI document: its reference to the JSON
-    value points at the shared component, and its own ``$defs`` and ``$schema`` are dropped."""
-    if isinstance(value, dict):
-        return {
-            key: (
-                _JSON_VALUE_COMPONENT
-                if key == "$ref" and item == JSON_VALUE_REF
-                else _in_openapi(item)
-            )
-            for key, item in value.items()
-            if key not in ("$defs", "$schema")
-        }
-    if isinstance(value, list):
-        return [_in_openapi(item) for item in value]
-    return value
-
-
-def _publish(document: dict[str, Any]) -> dict[str, Any]:
-    """What FastAPI generates, completed: parameter schemas, the bearer schemes and which one each
-    route takes, and one JSON value component every schema shares."""
-    document = _in_openapi(document)
-    components = document.setdefault("components", {})
-    components.setdefault("schemas", {})["JsonValue"] = _in_openapi(DEFS["json_value"])
-    components["securitySchemes"] = _SECURITY_SCHEMES
-    for path, item in document.get("paths", {}).items():
-        for method, operation in item.items():
-            if not isinstance(operation, dict):
-                continue
-            for parameter in operation.get("parameters", []):
-                if parameter.get("name") in _PARAMETERS:
-                    parameter["schema"] = dict(_PARAMETERS[parameter["name"]])
-            key = (method, path)
-            if key in _ROUTE_DOCS:
-                operation["summary"], operation["description"] = _ROUTE_DOCS[key]
-            who = {_SECURITY_BY_TAG.get(tag) for tag in operation.get("tags", [])} - {None}
-            operation["security"] = [{name: []} for name in sorted(who)]  # type: ignore[type-var]
-    return document
 
 
 def _status_table() -> str:
@@ -468,9 +289,15 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
             f' version {TOOL_CONTRACT_VERSION}. Errors are {{"error": {{"code", "message"}}}};'
             f" each code has one HTTP status ({_status_table()}; 500 only for damaged stored"
             " data). Owner routes take an owner token, the tools an agent token, both as"
-            " Authorization: Bearer."
+            " Authorization: Bearer. Every route, with examples, is on the host's own"
+            " [reference page](/docs), which needs no network."
         ),
         lifespan=lifespan,
+        # FastAPI's Swagger UI and ReDoc load their scripts from a CDN, so they are blank on a
+        # host without the network, and they send the owner's browser elsewhere: /docs is a
+        # plain page rendered here from this same document instead.
+        docs_url=None,
+        redoc_url=None,
     )
 
     async def run(call: Callable[[], Awaitable[Response]]) -> Response:
@@ -830,6 +657,11 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     async def metrics() -> Response:
         return PlainTextResponse(host.metrics.render(), media_type="text/plain; version=0.0.4")
 
+    @app.get("/docs", include_in_schema=False)
+    async def reference(request: Request) -> Response:
+        base = str(request.scope.get("root_path", "")).rstrip("/")
+        return HTMLResponse(reference_page(app.openapi(), base))
+
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
@@ -854,7 +686,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
-            app.openapi_schema = _publish(generate())
+            app.openapi_schema = publish(generate())
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -151,7 +151,7 @@ def _banner(locations: Locations, base: str) -> list[str]:
     )
     return [
         f"Oh {__version__} serving memory from {where}",
-        f"  HTTP API   {base}/v1  (OpenAPI: {base}/openapi.json)",
+        f"  HTTP API   {base}/v1  (reference: {base}/docs, OpenAPI: {base}/openapi.json)",
         f"  MCP        {base}/mcp  (agent token and client config: oh notebook open)",
         f"  Panel      {base}/panel  (sign in with an owner token)",
         f"  Owner token: {owner_token_command(locations)}",

@@ -22,6 +22,7 @@ __all__ = [
     "hidden_csrf",
     "human_time",
     "locator_text",
+    "not_found_page",
     "page",
     "remaining",
     "time_tag",
@@ -92,6 +93,23 @@ def error_page(chrome: Chrome, status: int, code: str, message: str, back: str =
         f"<p>{esc(message)}</p>\n{link}\n</section>"
     )
     return page(chrome, f"Error {status}", body)
+
+
+def not_found_page(chrome: Chrome, message: str) -> str:
+    """A 404 for a signed-in owner: what they asked for is not found *for this account*. It
+    reads the same whether it does not exist or belongs to another owner."""
+    body = (
+        '<section class="error" aria-labelledby="error-title">\n'
+        '<h1 id="error-title">Not found for this account</h1>\n'
+        f"<p>Signed in as <strong>{esc(chrome.owner or '')}</strong>, the panel has nothing"
+        " at this address: it does not exist, or it is not yours. The panel does not say"
+        " which.</p>\n"
+        '<p>Code: <code class="code">not_found</code> (error 404)</p>\n'
+        f"<p>{esc(message)}</p>\n"
+        f'<p><a href="{esc(chrome.base)}/panel/notebooks">Your documents and notebooks</a></p>\n'
+        "</section>"
+    )
+    return page(chrome, "Not found for this account", body)
 
 
 def human_time(stamp: str) -> str:

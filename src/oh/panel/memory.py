@@ -1,19 +1,29 @@
-"""The Memory panel of one notebook (docs/panel.md): the session, its two lists, history, conflicts.
+"""The Memory panel of one notebook (docs/panel.md): the session, its lists, history, links,
+conflicts.
+
+Three lists: the working notes, the notes removed from the session (each with its last version,
+from the notebook's log), and the reviewed knowledge in view. Each is shown a page at a time
+(``PAGE_SIZE``), filtered by kind and by a part of the name (``PanelQuery``, from the page's query
+string); every link the page draws keeps the filters and the other lists' pages.
 
 Anchors: a working note is ``#record-<name>`` (what memory cards link to); a reviewed record in
-view is ``#reviewed-<name>``, since a note and a reviewed record may share a name.
+view is ``#reviewed-<name>``, a removed note ``#removed-<name>``, since the lists may share a name.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from oh.core.canonical import matches_digest
+from oh.core.identifiers import contains_control
 from oh.core.notebook import Notebook
-from oh.core.records import CONTENT_KEYS, Record
+from oh.core.records import CONTENT_KEYS, LINK_KEYS, Record, check_name, kind_of
 from oh.core.reviewed import Proposal, find_conflicts
 from oh.errors import InvalidArgument
 from oh.panel.layout import Chrome, esc, hidden_csrf, locator_text, page, remaining, time_tag
@@ -22,8 +32,11 @@ if TYPE_CHECKING:
     from oh.host import Host
 
 __all__ = [
+    "PAGE_SIZE",
     "HistoryItem",
     "NotebookView",
+    "PanelQuery",
+    "RecordList",
     "RecordView",
     "anchor",
     "notebook_view",
@@ -32,18 +45,110 @@ __all__ = [
 ]
 
 NOTES_CAPTION = "Private notes the agent wrote for itself in this session"
+REMOVED_CAPTION = (
+    "Notes removed from this session, by the agent or by you, each with its last version"
+    " (kept in the session's log until it is forgotten)"
+)
 REVIEWED_CAPTION = "Reviewed knowledge the agent can read here but not change"
 LINK_LABELS = (
     ("depends_on", "Depends on"),
     ("supports", "Supports"),
     ("contradicts", "Contradicts"),
 )
-ORIGIN_WORDS = {"note": "working note", "reviewed": "reviewed record"}
+# The same links read from the other end: which records name this one.
+INCOMING_LABELS = (
+    ("depends_on", "Depended on by"),
+    ("supports", "Supported by"),
+    ("contradicts", "Contradicted by"),
+)
+ORIGIN_WORDS = {"note": "working note", "reviewed": "reviewed record", "removed": "removed note"}
+PAGE_SIZE = 100  # records on one page of each list
+MAX_SEARCH = 120
+MAX_PAGE = 1_000_000
+PAGE_PARAMS = {"note": "page", "removed": "removed_page", "reviewed": "reviewed_page"}
+_KIND = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 
 def anchor(origin: str, name: str) -> str:
-    """The element id of a record in the panel: ``record-<name>`` or ``reviewed-<name>``."""
-    return ("record-" if origin == "note" else "reviewed-") + name
+    """The element id of a record in the panel: ``record-``, ``reviewed-`` or ``removed-``
+    followed by its name."""
+    prefix = {"note": "record-", "reviewed": "reviewed-", "removed": "removed-"}[origin]
+    return prefix + name
+
+
+@dataclass(frozen=True, slots=True)
+class PanelQuery:
+    """What the owner asked the panel to show, read once from the query string: a kind, a part
+    of the name (``q``), a page of each list, a record to show (``at``: the pages holding it),
+    and a proposal just made (``proposed``)."""
+
+    kind: str | None = None
+    search: str | None = None
+    note_page: int = 1
+    removed_page: int = 1
+    reviewed_page: int = 1
+    at: str | None = None
+    proposed: str | None = None
+
+    @classmethod
+    def parse(cls, params: Mapping[str, str]) -> PanelQuery:
+        """The query of ``params``; ``invalid_argument`` for a value the panel cannot show."""
+        kind = (params.get("kind") or "").strip() or None
+        if kind is not None and _KIND.fullmatch(kind) is None:
+            raise InvalidArgument("kind is the part of a name before the colon, such as lead")
+        search = (params.get("q") or "").strip().lower() or None
+        if search is not None and (len(search) > MAX_SEARCH or contains_control(search)):
+            raise InvalidArgument(f"q is text of at most {MAX_SEARCH} characters")
+        pages = {}
+        for origin, param in PAGE_PARAMS.items():
+            raw = params.get(param) or "1"
+            if not (
+                raw.isascii() and raw.isdigit() and len(raw) <= 9 and 1 <= int(raw) <= MAX_PAGE
+            ):
+                raise InvalidArgument(f"{param} is a page number from 1 to {MAX_PAGE}")
+            pages[origin] = int(raw)
+        at = params.get("at") or None
+        if at is not None:
+            check_name(at, "at")
+        return cls(
+            kind,
+            search,
+            pages["note"],
+            pages["removed"],
+            pages["reviewed"],
+            at,
+            params.get("proposed") or None,
+        )
+
+    def matches(self, name: str) -> bool:
+        return (self.kind is None or kind_of(name) == self.kind) and (
+            self.search is None or self.search in name
+        )
+
+    @property
+    def filtered(self) -> bool:
+        return self.kind is not None or self.search is not None
+
+    def page(self, origin: str) -> int:
+        return {"note": self.note_page, "removed": self.removed_page}.get(
+            origin, self.reviewed_page
+        )
+
+    def with_page(self, origin: str, number: int) -> PanelQuery:
+        if origin == "note":
+            return replace(self, note_page=number)
+        if origin == "removed":
+            return replace(self, removed_page=number)
+        return replace(self, reviewed_page=number)
+
+    def query_string(self) -> str:
+        """The filters and pages as a query string ("" when all are the defaults); ``at`` and
+        ``proposed`` are what one page view was asked, not carried on."""
+        items = [("kind", self.kind), ("q", self.search)]
+        items += [
+            (param, str(self.page(o))) for o, param in PAGE_PARAMS.items() if self.page(o) > 1
+        ]
+        return urlencode([(key, value) for key, value in items if value])
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,8 +163,8 @@ class HistoryItem:
 
 @dataclass(slots=True)
 class RecordView:
-    origin: str  # note | reviewed
-    record: dict[str, Any]  # the read shape of docs/tools.md
+    origin: str  # note | removed | reviewed
+    record: dict[str, Any]  # the read shape of docs/tools.md (a removed note: its last version)
     history: list[HistoryItem] = field(default_factory=list)
     conflicts_with: list[str] = field(default_factory=list)
     proposals: list[Proposal] = field(default_factory=list)
@@ -68,6 +173,8 @@ class RecordView:
     # would refuse the note's content now; with either, the panel offers no "Propose"
     pending: Proposal | None = None
     refusal: str | None = None
+    removal: HistoryItem | None = None  # removed: the change that removed it
+    detail: str = ""  # removed: why its last version's text is not shown
 
     @property
     def name(self) -> str:
@@ -75,99 +182,261 @@ class RecordView:
 
 
 @dataclass(slots=True)
+class RecordList:
+    """One list as the page shows it: the names that pass the filters (in order), the page
+    shown and its records, and how many the list holds before filtering."""
+
+    origin: str
+    names: list[str]
+    page: int
+    items: list[RecordView]
+    total: int
+    positions: dict[str, int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.positions = {name: index for index, name in enumerate(self.names)}
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-len(self.names) // PAGE_SIZE))
+
+    def page_of(self, name: str) -> int | None:
+        index = self.positions.get(name)
+        return None if index is None else index // PAGE_SIZE + 1
+
+
+@dataclass(slots=True)
 class NotebookView:
     notebook: Notebook
-    notes: list[RecordView]
-    reviewed: list[RecordView]
+    notes: RecordList
+    reviewed: RecordList
     now: datetime
     proposed: Proposal | None = None
+    removed: RecordList | None = None
+    query: PanelQuery = PanelQuery()
+    latest_revision: int | None = None
+    kinds: dict[str, int] = field(default_factory=dict)
+    # (origin, name) -> link key -> [(origin, name)] of the records whose link names it
+    incoming: dict[tuple[str, str], dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
+    present: dict[str, set[str]] = field(default_factory=dict)  # every name of each list
 
     @property
     def gone(self) -> bool:
         return self.notebook.state in ("purged", "empty")
 
-    def target(self, name: str, prefer: str) -> str | None:
-        """The anchor a link to ``name`` goes to: the same list first, then the other."""
-        present = {
-            "note": {r.name for r in self.notes},
-            "reviewed": {r.name for r in self.reviewed},
-        }
-        other = "reviewed" if prefer == "note" else "note"
-        for origin in (prefer, other):
-            if name in present[origin]:
-                return anchor(origin, name)
+    @property
+    def pinned_before_latest(self) -> bool:
+        pinned = self.notebook.pinned_revision
+        return (
+            pinned is not None
+            and self.latest_revision is not None
+            and (pinned < self.latest_revision)
+        )
+
+    def lists(self) -> dict[str, RecordList]:
+        found = {"note": self.notes, "reviewed": self.reviewed}
+        if self.removed is not None:
+            found["removed"] = self.removed
+        return found
+
+    def locate(self, name: str, prefer: str) -> tuple[str, str] | None:
+        """The record a link to ``name`` goes to: the same list first, then the other one,
+        then a removed note of that name; None when no list holds it."""
+        order = {"note": ("note", "reviewed"), "reviewed": ("reviewed", "note")}.get(
+            prefer, ("note", "reviewed")
+        )
+        for origin in (*order, "removed"):
+            if name in self.present.get(origin, ()):
+                return origin, name
         return None
+
+    def url(self, query: PanelQuery | None = None, base: str = "") -> str:
+        query = self.query if query is None else query
+        text = query.query_string()
+        return f"{base}/panel/notebooks/{self.notebook.id}" + (f"?{text}" if text else "")
+
+    def href(self, origin: str, name: str, base: str) -> str:
+        """Where a link to a record goes: its anchor on this page, or the page of its list that
+        holds it (filters kept), or — filtered out — the unfiltered page that holds it."""
+        key = anchor(origin, name)
+        listed = self.lists().get(origin)
+        number = None if listed is None else listed.page_of(name)
+        if number is None:
+            return f"{base}/panel/notebooks/{self.notebook.id}?{urlencode({'at': name})}#{key}"
+        if number == self.query.page(origin):
+            return f"#{key}"
+        return f"{self.url(self.query.with_page(origin, number), base)}#{key}"
 
 
 _OPS = {"add": "added", "replace": "replaced", "remove": "removed"}
 _DECISIONS = {"accept": "accepted", "accept_with_edits": "accepted with edits"}
 
 
-def _note_histories(host: Host, owner: str, notebook_id: str) -> dict[str, list[HistoryItem]]:
-    histories: dict[str, list[HistoryItem]] = {}
+@dataclass(slots=True)
+class _NoteLog:
+    """What the log holds about one name: every version, the last one written, its removal."""
+
+    history: list[HistoryItem] = field(default_factory=list)
+    last: dict[str, Any] | None = None  # the last version written, in the read shape
+    removal: HistoryItem | None = None  # the change that removed it, if that came last
+
+
+def _note_logs(host: Host, owner: str, notebook_id: str) -> dict[str, _NoteLog]:
+    logs: dict[str, _NoteLog] = {}
     for entry in host.notebook_log(owner, notebook_id):
         for change in entry.changes:
+            note = logs.setdefault(change.name, _NoteLog())
             text = None
             detail = ""
+            content: dict[str, Any] | None = None
             if change.content is not None:
                 if not matches_digest(change.content, change.digest):
                     detail = "this version does not match its digest"
                 else:
-                    text = json.loads(change.content).get("text")
-            histories.setdefault(change.name, []).append(
-                HistoryItem(
-                    f"version {entry.version} · {_OPS.get(change.op, change.op)}",
-                    entry.author,
-                    entry.written_at,
-                    change.digest,
-                    text,
-                    detail,
-                )
+                    content = json.loads(change.content)
+                    text = content.get("text") if content is not None else None
+            item = HistoryItem(
+                f"version {entry.version} · {_OPS.get(change.op, change.op)}",
+                entry.author,
+                entry.written_at,
+                change.digest,
+                text,
+                detail,
             )
-    return histories
+            note.history.append(item)
+            if change.op == "remove":
+                note.removal = item
+                continue
+            note.removal = None
+            note.last = {
+                "origin": "note",
+                **(content or {"name": change.name, "kind": kind_of(change.name)}),
+                "digest": change.digest,
+                "author": entry.author,
+                "written_at": entry.written_at,
+                "version": entry.version,
+                "verified": content is not None,
+            }
+    return logs
+
+
+def _paged(
+    origin: str, records: list[dict[str, Any]], query: PanelQuery
+) -> tuple[list[str], int, list[dict[str, Any]]]:
+    """The names passing the filters, the page to show (the one holding ``at`` if any, else
+    the one asked for, at most the last) and that page's records."""
+    shown = [record for record in records if query.matches(str(record["name"]))]
+    names = [str(record["name"]) for record in shown]
+    last = max(1, -(-len(names) // PAGE_SIZE))
+    number = min(query.page(origin), last)
+    if query.at is not None and query.at in names:
+        number = names.index(query.at) // PAGE_SIZE + 1
+    return names, number, shown[(number - 1) * PAGE_SIZE : number * PAGE_SIZE]
 
 
 def notebook_view(
-    host: Host, owner: str, notebook_id: str, proposed_id: str | None = None
+    host: Host, owner: str, notebook_id: str, query: PanelQuery | None = None
 ) -> NotebookView:
-    """Everything the panel shows for one notebook, as its owner (another owner: not_found)."""
+    """Everything the panel shows for one notebook, as its owner (another owner: not_found):
+    the pages of its lists ``query`` asks for, with the filters it gives."""
+    query = PanelQuery() if query is None else query
     notebook = host.notebook(owner, notebook_id)
     now = host.clock()
     proposals = host.proposals(owner)
-    proposed = next((p for p in proposals if p.id == proposed_id), None)
+    proposed = next((p for p in proposals if p.id == query.proposed), None)
     if notebook.state in ("purged", "empty"):
-        return NotebookView(notebook, [], [], now, proposed)
+        empty = RecordList("note", [], 1, [], 0)
+        return NotebookView(
+            notebook, empty, replace(empty, origin="reviewed"), now, proposed, query=query
+        )
     records = host.records(owner, notebook_id)
-    histories = _note_histories(host, owner, notebook_id)
+    logs = _note_logs(host, owner, notebook_id)
+    current = {str(record["name"]) for record in records["notes"]}
+    removed_records = sorted(
+        (
+            log.last
+            for name, log in logs.items()
+            if log.removal is not None and log.last is not None and name not in current
+        ),
+        key=lambda record: str(record["name"]),
+    )
+    view = NotebookView(
+        notebook,
+        RecordList("note", [], 1, [], len(records["notes"])),
+        RecordList("reviewed", [], 1, [], len(records["reviewed"])),
+        now,
+        proposed,
+        RecordList("removed", [], 1, [], len(removed_records)) if removed_records else None,
+        query,
+        host.latest_revision(owner) if notebook.pinned_revision is not None else None,
+    )
+    view.present = {
+        "note": current,
+        "reviewed": {str(record["name"]) for record in records["reviewed"]},
+        "removed": {str(record["name"]) for record in removed_records},
+    }
+    for record in (*records["notes"], *removed_records, *records["reviewed"]):
+        kind = str(record["kind"])
+        view.kinds[kind] = view.kinds.get(kind, 0) + 1
+    view.incoming = _incoming(view, records["notes"], records["reviewed"])
+    conflicts = find_conflicts(
+        {r["name"]: (r["digest"], r["contradicts"]) for r in records["notes"]},
+        {r["name"]: (r["digest"], r["contradicts"]) for r in records["reviewed"]},
+    )
+
+    # Only the records on the pages shown are checked and looked up any further.
     by_note: dict[str, list[Proposal]] = {}
     for proposal in proposals:
         if proposal.note is not None and proposal.note.get("notebook") == notebook_id:
             by_note.setdefault(str(proposal.note.get("name")), []).append(proposal)
     pending = {p.name: p for p in proposals if p.state == "pending"}
     check = host.reviewable(owner)  # what proposing would check, profiles read once
+    names, number, shown = _paged("note", records["notes"], query)
     notes = []
-    for record in records["notes"]:
-        view = RecordView(
+    for record in shown:
+        item = RecordView(
             "note",
             record,
-            histories.get(record["name"], []),
+            logs.get(record["name"], _NoteLog()).history,
             proposals=by_note.get(record["name"], []),
             pending=pending.get(record["name"]),
         )
         try:
             check(Record.parse({key: record[key] for key in CONTENT_KEYS}))
         except InvalidArgument as exc:
-            view.refusal = exc.message
-        notes.append(view)
+            item.refusal = exc.message
+        notes.append(item)
+    view.notes = RecordList("note", names, number, notes, len(records["notes"]))
+
+    if view.removed is not None:
+        names, number, shown = _paged("removed", removed_records, query)
+        removed = []
+        for record in shown:
+            log = logs[record["name"]]
+            removed.append(
+                RecordView(
+                    "removed",
+                    record,
+                    log.history,
+                    proposals=by_note.get(record["name"], []),
+                    removal=log.removal,
+                    detail=""
+                    if record["verified"]
+                    else "its last version does not match its digest, so its text is not shown",
+                )
+            )
+        view.removed = RecordList("removed", names, number, removed, len(removed_records))
+
+    names, number, shown = _paged("reviewed", records["reviewed"], query)
     reviewed = []
-    for record in records["reviewed"]:
-        view = RecordView("reviewed", record)
+    for record in shown:
+        item = RecordView("reviewed", record)
         for version in host.history(owner, record["name"]):
             if notebook.pinned_revision is not None and version.revision > notebook.pinned_revision:
-                view.newer_revision = version.revision
+                item.newer_revision = version.revision
                 continue
             decision = version.decision
-            view.history.append(
+            item.history.append(
                 HistoryItem(
                     f"revision {version.revision} · "
                     f"{_DECISIONS.get(decision.decision, decision.decision)}",
@@ -178,37 +447,73 @@ def notebook_view(
                     f"Reason: {decision.reason}",
                 )
             )
-        reviewed.append(view)
-    conflicts = find_conflicts(
-        {r.name: (r.record["digest"], r.record["contradicts"]) for r in notes},
-        {r.name: (r.record["digest"], r.record["contradicts"]) for r in reviewed},
+        reviewed.append(item)
+    view.reviewed = RecordList("reviewed", names, number, reviewed, len(records["reviewed"]))
+    for listed in (view.notes, view.reviewed):
+        for item in listed.items:
+            item.conflicts_with = conflicts.get((item.origin, item.name), [])
+    # From here on the query says what is shown: the pages ``at`` picked or the last ones.
+    view.query = replace(
+        query,
+        note_page=view.notes.page,
+        removed_page=1 if view.removed is None else view.removed.page,
+        reviewed_page=view.reviewed.page,
+        at=None,
     )
-    for view in (*notes, *reviewed):
-        view.conflicts_with = conflicts.get((view.origin, view.name), [])
-    return NotebookView(notebook, notes, reviewed, now, proposed)
+    return view
+
+
+def _incoming(
+    view: NotebookView, notes: list[dict[str, Any]], reviewed: list[dict[str, Any]]
+) -> dict[tuple[str, str], dict[str, list[tuple[str, str]]]]:
+    """For every record some link in view names: which records name it, by which key. A link
+    goes where the panel's outgoing link goes (``NotebookView.locate``); a removed note's links
+    no longer hold, so it names nothing."""
+    incoming: dict[tuple[str, str], dict[str, list[tuple[str, str]]]] = {}
+    for origin, records in (("note", notes), ("reviewed", reviewed)):
+        for record in records:
+            for key in LINK_KEYS:
+                for name in record.get(key) or ():
+                    target = view.locate(name, origin)
+                    if target is not None:
+                        by_key = incoming.setdefault(target, {})
+                        by_key.setdefault(key, []).append((origin, str(record["name"])))
+    return incoming
 
 
 # -- rendering -------------------------------------------------------------------------------
 
 
-def _link(view: NotebookView, name: str, prefer: str) -> str:
-    target = view.target(name, prefer)
+def _link_to(chrome: Chrome, view: NotebookView, origin: str, name: str) -> str:
+    href = view.href(origin, name, chrome.base)
+    removed = ' <span class="removed-flag">(removed)</span>' if origin == "removed" else ""
+    return f'<a href="{esc(href)}">{esc(name)}</a>{removed}'
+
+
+def _link(chrome: Chrome, view: NotebookView, name: str, prefer: str) -> str:
+    target = view.locate(name, prefer)
     if target is None:
         return f'<span class="missing" title="not in view">{esc(name)}</span>'
-    return f'<a href="#{esc(target)}">{esc(name)}</a>'
+    return _link_to(chrome, view, *target)
 
 
-def _links(view: NotebookView, record: RecordView) -> str:
+def _links(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     rows = []
     for key, label in LINK_LABELS:
         names = record.record.get(key) or []
         if names:
-            items = ", ".join(_link(view, name, record.origin) for name in names)
+            items = ", ".join(_link(chrome, view, name, record.origin) for name in names)
             rows.append(f"<dt>{label}</dt><dd>{items}</dd>")
+    incoming = view.incoming.get((record.origin, record.name), {})
+    for key, label in INCOMING_LABELS:
+        sources = incoming.get(key) or []
+        if sources:
+            items = ", ".join(_link_to(chrome, view, *source) for source in sources)
+            rows.append(f'<dt class="incoming">{label}</dt><dd class="incoming">{items}</dd>')
     return f'<dl class="links">{"".join(rows)}</dl>' if rows else ""
 
 
-def _conflict(view: NotebookView, record: RecordView) -> str:
+def _conflict(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     if not record.conflicts_with:
         return ""
     items = []
@@ -216,11 +521,11 @@ def _conflict(view: NotebookView, record: RecordView) -> str:
         if name == record.name:
             other = "reviewed" if record.origin == "note" else "note"
             items.append(
-                f'<a href="#{esc(anchor(other, name))}">the {ORIGIN_WORDS[other]} of the same'
-                f" name</a> (different digest)"
+                f'<a href="{esc(view.href(other, name, chrome.base))}">the {ORIGIN_WORDS[other]}'
+                " of the same name</a> (different digest)"
             )
         else:
-            items.append(_link(view, name, record.origin))
+            items.append(_link(chrome, view, name, record.origin))
     return (
         '<p class="conflict-flag"><strong>In conflict</strong> with '
         + ", ".join(items)
@@ -274,15 +579,25 @@ def _source_and_decision(record: dict[str, Any]) -> str:
     )
 
 
+def _proposal_state(chrome: Chrome, record: RecordView) -> str:
+    if not record.proposals:
+        return ""
+    latest = record.proposals[-1]
+    return (
+        f'<p class="proposal-state">Proposed for review: <strong>{esc(latest.state)}</strong>'
+        f' (<a href="{esc(chrome.base)}/panel/review#proposal-{esc(latest.id)}">'
+        "review page</a>)</p>"
+    )
+
+
+def _action(chrome: Chrome, view: NotebookView, path: str) -> str:
+    """A form's action: the route, with the page's filters and pages so it comes back to them."""
+    text = view.query.query_string()
+    return f"{chrome.base}/panel/notebooks/{view.notebook.id}/{path}" + (f"?{text}" if text else "")
+
+
 def _propose_form(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
-    status = ""
-    if record.proposals:
-        latest = record.proposals[-1]
-        status = (
-            f'<p class="proposal-state">Proposed for review: <strong>{esc(latest.state)}</strong>'
-            f' (<a href="{esc(chrome.base)}/panel/review#proposal-{esc(latest.id)}">'
-            "review page</a>)</p>"
-        )
+    status = _proposal_state(chrome, record)
     if view.notebook.state != "open" and view.notebook.state != "expired":
         return status
     # Offer "Propose" only where proposing can make a proposal; otherwise say why not.
@@ -303,12 +618,11 @@ def _propose_form(chrome: Chrome, view: NotebookView, record: RecordView) -> str
             f" {esc(record.refusal)}.</p>"
         )
     key = esc(anchor("note", record.name))
-    action = f"{esc(chrome.base)}/panel/notebooks/{esc(view.notebook.id)}/proposals"
     return (
         f'{status}<details class="propose" id="{key}-propose"><summary>Propose for review'
         "</summary>"
-        f'<form method="post" action="{action}" class="stack">{hidden_csrf(chrome)}'
-        f'<input type="hidden" name="name" value="{esc(record.name)}">'
+        f'<form method="post" action="{esc(_action(chrome, view, "proposals"))}" class="stack">'
+        f'{hidden_csrf(chrome)}<input type="hidden" name="name" value="{esc(record.name)}">'
         "<p>Reviewed knowledge needs a source: the document this note cites, the exact"
         " passage, and where it stands.</p>"
         f'<label for="{key}-document">Cited document</label>'
@@ -328,7 +642,7 @@ def _forget_note_form(chrome: Chrome, view: NotebookView, record: RecordView) ->
     """Forget this one note (a logged change the owner authors), while the notebook is open."""
     if view.notebook.state != "open":
         return ""
-    action = f"{esc(chrome.base)}/panel/notebooks/{esc(view.notebook.id)}/notes/forget"
+    action = esc(_action(chrome, view, "notes/forget"))
     return (
         f'<form method="post" action="{action}" class="inline forget-note">{hidden_csrf(chrome)}'
         f'<input type="hidden" name="name" value="{esc(record.name)}">'
@@ -337,14 +651,27 @@ def _forget_note_form(chrome: Chrome, view: NotebookView, record: RecordView) ->
     )
 
 
+def _removal(record: RecordView) -> str:
+    removal = record.removal
+    if removal is None:
+        return ""
+    what = removal.label.partition(" · ")[0]  # "version N"
+    detail = f'<p class="detail">{esc(record.detail)}</p>' if record.detail else ""
+    return (
+        f'<p class="removal"><strong>Removed</strong> at {esc(what)} by {esc(removal.who)}'
+        f" · {time_tag(removal.when)}. Shown as it last was; the agent no longer sees it.</p>"
+        f"{detail}"
+    )
+
+
 def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     data = record.record
     key = esc(anchor(record.origin, record.name))
-    digest = str(data["digest"])
+    digest = str(data.get("digest") or "")
     stamp = (
-        f"version {esc(data.get('version'))}"
-        if record.origin == "note"
-        else f"revision {esc(data.get('revision'))}"
+        f"revision {esc(data.get('revision'))}"
+        if record.origin == "reviewed"
+        else f"version {esc(data.get('version'))}"
     )
     fields = data.get("fields") or {}
     fields_html = (
@@ -353,41 +680,114 @@ def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
         if fields
         else ""
     )
-    classes = f"record {record.origin}" + (" conflict" if record.conflicts_with else "")
-    extra = (
-        _propose_form(chrome, view, record) + _forget_note_form(chrome, view, record)
-        if record.origin == "note"
-        else _source_and_decision(data)
+    classes = "record " + ("note removed" if record.origin == "removed" else record.origin)
+    classes += " conflict" if record.conflicts_with else ""
+    if record.origin == "note":
+        extra = _propose_form(chrome, view, record) + _forget_note_form(chrome, view, record)
+    elif record.origin == "removed":
+        extra = _proposal_state(chrome, record)
+    else:
+        extra = _source_and_decision(data)
+    badge = (
+        ' <span class="badge removed-badge">removed</span>' if record.origin == "removed" else ""
     )
+    text = data.get("text")
+    text_html = "" if text is None else f'<p class="text">{esc(text)}</p>'
     return (
         f'<li><article class="{classes}" id="{key}" aria-labelledby="{key}-title">'
-        f'<h3 id="{key}-title" class="name">{esc(record.name)}</h3>'
+        f'<h3 id="{key}-title" class="name">{esc(record.name)}{badge}</h3>'
         f'<p class="meta"><span class="kind">{esc(data["kind"])}</span>'
         f' · digest <code title="{esc(digest)}">{esc(digest[:12])}</code>'
         f" · by {esc(data.get('author', ''))} · {time_tag(str(data.get('written_at', '')))}"
         f" · {stamp}</p>"
-        f"{_conflict(view, record)}"
-        f'<p class="text">{esc(data.get("text", ""))}</p>'
-        f"{fields_html}{_links(view, record)}{_history(record)}{extra}"
+        f"{_removal(record)}{_conflict(chrome, view, record)}"
+        f"{text_html}"
+        f"{fields_html}{_links(chrome, view, record)}{_history(record)}{extra}"
         "</article></li>"
     )
 
 
-def _list(
-    chrome: Chrome, view: NotebookView, key: str, title: str, caption: str, items: list[RecordView]
-) -> str:
-    if items:
+def _pager(chrome: Chrome, view: NotebookView, listed: RecordList, what: str) -> str:
+    """Which records the page shows, and links to the other pages of the list."""
+    count = len(listed.names)
+    if count == 0:
+        return ""
+    first = (listed.page - 1) * PAGE_SIZE + 1
+    last = min(count, listed.page * PAGE_SIZE)
+    of = f"{count:,}" + (
+        f" (of {listed.total:,} without the filter)" if view.query.filtered else ""
+    )
+    summary = f'<p class="count">Showing {first:,}–{last:,} of {of} {what}.</p>'
+    if listed.pages == 1:
+        return summary
+    origin = listed.origin
+
+    def to(number: int, label: str, rel: str = "") -> str:
+        href = view.url(view.query.with_page(origin, number), chrome.base)
+        return f'<a href="{esc(href)}"{rel}>{label}</a>'
+
+    links = []
+    if listed.page > 1:
+        links += [to(1, "First"), to(listed.page - 1, "Previous", ' rel="prev"')]
+    links.append(
+        f'<span class="current" aria-current="page">Page {listed.page} of {listed.pages}</span>'
+    )
+    if listed.page < listed.pages:
+        links += [to(listed.page + 1, "Next", ' rel="next"'), to(listed.pages, "Last")]
+    nav = " ".join(links)
+    return f'{summary}<nav class="pager" aria-label="Pages of {what}">{nav}</nav>'
+
+
+_EMPTY = {
+    "note": "No working notes.",
+    "removed": "No removed notes.",
+    "reviewed": "No reviewed knowledge in view.",
+}
+_SECTIONS = {"note": "notes", "removed": "removed", "reviewed": "reviewed"}
+_WHAT = {"note": "working notes", "removed": "removed notes", "reviewed": "reviewed records"}
+
+
+def _list(chrome: Chrome, view: NotebookView, listed: RecordList, title: str, caption: str) -> str:
+    key = _SECTIONS[listed.origin]
+    if listed.items:
         content = (
             f'<ul class="records" role="list">'
-            f"{''.join(_record(chrome, view, r) for r in items)}</ul>"
+            f"{''.join(_record(chrome, view, r) for r in listed.items)}</ul>"
         )
+    elif listed.total and view.query.filtered:
+        content = f'<p class="empty">No {_WHAT[listed.origin]} match the filter.</p>'
     else:
-        empty = "No working notes." if key == "notes" else "No reviewed knowledge in view."
-        content = f'<p class="empty">{empty}</p>'
+        content = f'<p class="empty">{_EMPTY[listed.origin]}</p>'
+    pager = _pager(chrome, view, listed, _WHAT[listed.origin])
     return (
         f'<section id="{key}" aria-labelledby="{key}-title" aria-describedby="{key}-caption">'
         f'<h2 id="{key}-title">{title}</h2>'
-        f'<p class="caption" id="{key}-caption">{caption}</p>{content}</section>'
+        f'<p class="caption" id="{key}-caption">{caption}</p>{pager}{content}</section>'
+    )
+
+
+def _filter(chrome: Chrome, view: NotebookView) -> str:
+    """Filter every list by kind and by a part of the name: a plain GET form, no script."""
+    if view.gone or not (view.kinds or view.query.filtered):
+        return ""
+    kinds = dict(sorted(view.kinds.items()))
+    if view.query.kind is not None:
+        kinds.setdefault(view.query.kind, 0)
+    options = ['<option value="">All kinds</option>']
+    for kind, count in kinds.items():
+        chosen = " selected" if kind == view.query.kind else ""
+        options.append(f'<option value="{esc(kind)}"{chosen}>{esc(kind)} ({count:,})</option>')
+    panel = esc(f"{chrome.base}/panel/notebooks/{view.notebook.id}")
+    clear = f' <a href="{panel}">Clear the filter</a>' if view.query.filtered else ""
+    return (
+        f'<form method="get" action="{panel}"'
+        ' class="filter" role="search" aria-label="Filter the records">'
+        '<label for="filter-kind">Kind</label>'
+        f'<select id="filter-kind" name="kind">{"".join(options)}</select>'
+        '<label for="filter-q">Name contains</label>'
+        f'<input id="filter-q" name="q" type="search" maxlength="{MAX_SEARCH}"'
+        f' value="{esc(view.query.search or "")}" spellcheck="false">'
+        f'<button type="submit">Filter</button>{clear}</form>'
     )
 
 
@@ -440,6 +840,16 @@ def _notices(chrome: Chrome, view: NotebookView) -> str:
             '<p class="notice" role="status">This session has expired and waits for the purge;'
             " the agent can no longer use it.</p>"
         )
+    if not view.gone and view.pinned_before_latest:
+        out.append(
+            f'<p class="notice pin" role="status">This session is pinned at revision'
+            f" <strong>{nb.pinned_revision}</strong> of your reviewed knowledge; the latest is"
+            f" revision <strong>{view.latest_revision}</strong>. The agent reads revision"
+            f" {nb.pinned_revision} only, so knowledge reviewed since is not in view here (a new"
+            " notebook pins the latest;"
+            f' <a href="{esc(chrome.base)}/panel/review?revision={view.latest_revision}">'
+            f"revision {view.latest_revision}</a> on the review page).</p>"
+        )
     if view.proposed is not None:
         out.append(
             f'<p class="notice ok" role="status">Proposed <strong>{esc(view.proposed.name)}'
@@ -453,14 +863,20 @@ def _notices(chrome: Chrome, view: NotebookView) -> str:
 def render_notebook(chrome: Chrome, view: NotebookView) -> str:
     nb = view.notebook
     base = esc(chrome.base)
+    removed = (
+        _list(chrome, view, view.removed, "Removed notes", REMOVED_CAPTION)
+        if view.removed is not None
+        else ""
+    )
     body = (
         f'<h1>Memory <span class="sub">for {esc(nb.document)}</span></h1>'
         f"{_session(chrome, view)}"
         '<p id="live" class="visually-hidden" role="status" aria-live="polite"></p>'
         f'<div id="memory" data-version="{nb.version}" data-state="{esc(nb.state)}">'
-        f"{_notices(chrome, view)}"
-        f"{_list(chrome, view, 'notes', 'Working notes', NOTES_CAPTION, view.notes)}"
-        f"{_list(chrome, view, 'reviewed', 'Reviewed knowledge in view', REVIEWED_CAPTION, view.reviewed)}"  # noqa: E501
+        f"{_notices(chrome, view)}{_filter(chrome, view)}"
+        f"{_list(chrome, view, view.notes, 'Working notes', NOTES_CAPTION)}"
+        f"{removed}"
+        f"{_list(chrome, view, view.reviewed, 'Reviewed knowledge in view', REVIEWED_CAPTION)}"
         "</div>"
     )
     attrs = (

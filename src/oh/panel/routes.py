@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs, quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
@@ -27,14 +27,20 @@ from oh.errors import (
     Unauthenticated,
     public_error,
 )
-from oh.panel.layout import Chrome, error_page, esc, page
+from oh.panel.layout import Chrome, error_page, esc, not_found_page, page
 from oh.panel.memory import (
+    PanelQuery,
     anchor,
     notebook_view,
     render_forget_confirmation,
     render_notebook,
 )
-from oh.panel.notebooks import render_notebooks
+from oh.panel.notebooks import (
+    document_notebooks,
+    landing_view,
+    render_document,
+    render_landing,
+)
 from oh.panel.review import render_review, review_view
 from oh.panel.sessions import LOGIN_COOKIE, SESSION_COOKIE, PanelSession, PanelSessions
 
@@ -109,7 +115,13 @@ async def _form(request: Request) -> dict[str, str]:
     return out
 
 
-LANDING_PAGE_SIZE = 100  # notebooks on one page of the owner's list
+def _panel_query(request: Request) -> PanelQuery:
+    """The filters and pages a form's action carried back (what the page showed), or none if
+    they do not read: a form that was posted is not refused for where it came back to."""
+    try:
+        return PanelQuery.parse(request.query_params)
+    except InvalidArgument:
+        return PanelQuery()
 
 
 def _safe_next(value: str | None, base: str) -> str:
@@ -184,6 +196,8 @@ def panel_router(host: Host) -> APIRouter:
                 return _html(error_page(chrome(request), 503, error.code, error.message), 503)
             status = error.http_status
             session = session_of(request)
+            if status == 404 and session is not None:
+                return _html(not_found_page(chrome(request, session), error.message), 404)
             back = f"{chrome(request).base}/panel/login" if status == 401 else ""
             return _html(
                 error_page(chrome(request, session), status, error.code, error.message, back),
@@ -220,11 +234,13 @@ def panel_router(host: Host) -> APIRouter:
     async def notebooks_page(request: Request) -> Response:
         async def go() -> Response:
             session = page_session(request)
-            cursor = request.query_params.get("cursor")
-            listed = await blocking(
-                host.list_notebooks, session.owner, None, None, LANDING_PAGE_SIZE, cursor
-            )
-            return _html(render_notebooks(chrome(request, session), listed, host.clock()))
+            cursor = request.query_params.get("cursor") or None
+            document = request.query_params.get("document") or None
+            if document is not None:
+                listed = await blocking(document_notebooks, host, session.owner, document, cursor)
+                return _html(render_document(chrome(request, session), listed, host.clock()))
+            documents, more = await blocking(landing_view, host, session.owner, cursor)
+            return _html(render_landing(chrome(request, session), documents, more, host.clock()))
 
         return await guarded(request, go)
 
@@ -307,8 +323,8 @@ def panel_router(host: Host) -> APIRouter:
     async def notebook_panel(notebook_id: str, request: Request) -> Response:
         async def go() -> Response:
             session = page_session(request)
-            proposed = request.query_params.get("proposed")
-            view = await blocking(notebook_view, host, session.owner, notebook_id, proposed)
+            query = PanelQuery.parse(request.query_params)
+            view = await blocking(notebook_view, host, session.owner, notebook_id, query)
             return _html(render_notebook(chrome(request, session), view))
 
         return await guarded(request, go)
@@ -369,9 +385,12 @@ def panel_router(host: Host) -> APIRouter:
                 },
             }
             made = await blocking(host.propose, session.owner, body)
+            # Back to the page the form was on, at the page of its list that holds the note.
+            back = _panel_query(request).query_string()
             target = (
                 f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}"
-                f"?proposed={quote(made['proposal_id'])}#{quote(anchor('note', name), safe=':')}"
+                f"?{back + '&' if back else ''}{urlencode({'at': name})}"
+                f"&proposed={quote(made['proposal_id'])}#{quote(anchor('note', name), safe=':')}"
             )
             return _see_other(target)
 
@@ -382,7 +401,11 @@ def panel_router(host: Host) -> APIRouter:
         async def go() -> Response:
             session, fields = await form_session(request)
             await blocking(host.forget_note, session.owner, notebook_id, fields.get("name", ""))
-            return _see_other(f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}")
+            back = _panel_query(request).query_string()
+            return _see_other(
+                f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}"
+                + (f"?{back}" if back else "")
+            )
 
         return await guarded(request, go)
 

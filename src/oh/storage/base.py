@@ -29,6 +29,7 @@ __all__ = [
     "PackInstall",
     "PurgeAccess",
     "RecordCheck",
+    "RegisteredDocument",
     "VectorRow",
 ]
 
@@ -403,6 +404,14 @@ class PackInstall:
     installed_at: str
 
 
+class RegisteredDocument(NamedTuple):
+    """A document as the host's registry holds it: its name, its owner, when it was registered."""
+
+    document: str
+    owner: str
+    registered_at: str
+
+
 class HostRegistry(Protocol):
     """The reference host's own records: owner-token hashes, documents, shared settings."""
 
@@ -415,6 +424,13 @@ class HostRegistry(Protocol):
         ...
 
     def document_owner(self, document: str) -> str | None: ...
+
+    def owner_documents(
+        self, owner: str, *, after: str | None = None, limit: int
+    ) -> list[RegisteredDocument]:
+        """``owner``'s documents ordered by name (code point order), at most ``limit``, only
+        those named after ``after`` (the previous page's last) when given."""
+        ...
 
     def remove_document(self, document: str) -> None: ...
 

@@ -50,6 +50,7 @@ from oh.storage.base import (
     PackInstall,
     PreparedRemember,
     RecordCheck,
+    RegisteredDocument,
     VectorRow,
 )
 from oh.storage.rows import (
@@ -821,6 +822,19 @@ class InMemoryHostRegistry:
         with self.database.lock:
             found = self.database.documents.get(document)
         return None if found is None else found[0]
+
+    def owner_documents(
+        self, owner: str, *, after: str | None = None, limit: int
+    ) -> list[RegisteredDocument]:
+        with self.database.lock:
+            found = [
+                RegisteredDocument(document, holder, at)
+                for document, (holder, at) in self.database.documents.items()
+                if holder == owner and (after is None or document > after)
+            ]
+        # Code point order is UTF-8 byte order: the SQL backends' order.
+        found.sort(key=lambda row: row.document)
+        return found[:limit]
 
     def remove_document(self, document: str) -> None:
         with self.database.lock:

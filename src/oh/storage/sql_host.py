@@ -5,10 +5,14 @@ A first registration or setting is ``INSERT … ON CONFLICT DO NOTHING`` then a 
 write transaction: on libSQL no other writer runs in between; on PostgreSQL a racing insert
 waits for the first one's commit, does nothing, and the read then sees the first one's row.
 Either way every process reads the same owner or value.
+
+An owner's documents are listed by name, in byte order on both backends (the column is
+``COLLATE "C"`` on PostgreSQL, SQLite compares bytes).
 """
 
 from __future__ import annotations
 
+from oh.storage.base import RegisteredDocument
 from oh.storage.sql import SqlDatabase
 
 __all__ = ["SqlHostRegistry"]
@@ -50,6 +54,21 @@ class SqlHostRegistry(SqlDatabase):
                 "SELECT owner FROM documents WHERE document = ?", (document,)
             ).fetchone()
         return None if row is None else str(row[0])
+
+    def owner_documents(
+        self, owner: str, *, after: str | None = None, limit: int
+    ) -> list[RegisteredDocument]:
+        where, values = "owner = ?", [owner]
+        if after is not None:
+            where += " AND document > ?"
+            values.append(after)
+        with self._statement() as conn:
+            rows = conn.execute(
+                f"SELECT document, owner, registered_at FROM documents WHERE {where}"
+                " ORDER BY document LIMIT ?",
+                (*values, limit),
+            ).fetchall()
+        return [RegisteredDocument(str(row[0]), str(row[1]), str(row[2])) for row in rows]
 
     def remove_document(self, document: str) -> None:
         with self._write() as conn:

@@ -1,10 +1,14 @@
 // The Memory panel's only script: a live countdown to the forget time, live updates when the
 // agent writes (server-sent events, with polling as the fallback), and anchors that find a
-// reviewed record when a memory card links to record-<name> that has no working note.
+// record a memory card links to: record-<name> with no working note goes to the reviewed
+// record (or the removed note) of that name, and a record on another page of its list is
+// asked for by name (?at=<name>), which shows the pages holding it.
 // Every page works without it.
 "use strict";
 
 (function () {
+  var NAME = /^[a-z][a-z0-9_]{0,31}:[a-z0-9][a-z0-9._-]{0,119}$/; // a record name (docs/tools.md)
+
   function words(ms) {
     if (ms <= 0) return "forgetting now";
     var s = Math.floor(ms / 1000);
@@ -32,12 +36,25 @@
     } catch (e) {
       return;
     }
-    if (id.indexOf("record-") !== 0 || document.getElementById(id)) return;
-    var other = document.getElementById("reviewed-" + id.slice("record-".length));
-    if (other) {
-      history.replaceState(null, "", "#" + other.id);
-      other.scrollIntoView();
+    if (!id || document.getElementById(id)) return;
+    var prefixes = ["record-", "reviewed-", "removed-"];
+    var name = null;
+    prefixes.forEach(function (prefix) {
+      if (name === null && id.indexOf(prefix) === 0) name = id.slice(prefix.length);
+    });
+    if (!name) return;
+    for (var i = 0; i < prefixes.length; i++) {
+      var other = document.getElementById(prefixes[i] + name);
+      if (other) {
+        history.replaceState(null, "", "#" + other.id);
+        other.scrollIntoView();
+        return;
+      }
     }
+    // Not on this page of the lists: ask once for the pages that hold it.
+    var main = document.querySelector("main[data-notebook]");
+    if (!main || !NAME.test(name) || new URLSearchParams(location.search).has("at")) return;
+    location.replace(location.pathname + "?at=" + encodeURIComponent(name) + location.hash);
   }
 
   function announce(text) {
