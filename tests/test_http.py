@@ -6,11 +6,6 @@ every denial is typed."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +16,7 @@ import pytest
 import oh.client
 from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound, Purged
 from oh.host import bearer_token
+from oh.testing.served import Served
 
 SOURCE = {
     "document": "hughes-2018.pdf",
@@ -29,66 +25,10 @@ SOURCE = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _oh(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "oh.cli", *args, "--data", str(data)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-
-
-class Server:
-    def __init__(self, data: Path) -> None:
-        self.data = data
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "oh.cli",
-                "serve",
-                "--data",
-                str(data),
-                "--port",
-                str(self.port),
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"oh serve did not start: {self.process.stderr.read()}")  # type: ignore[union-attr]
-            time.sleep(0.1)
-
-    def owner_token(self, owner: str) -> str:
-        return _oh(self.data, "token", "create", "--owner", owner).stdout.strip().splitlines()[-1]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = Server(tmp_path_factory.mktemp("oh-serve"))
-    yield running
-    running.stop()
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with Served(tmp_path_factory.mktemp("oh-serve") / "data") as running:
+        yield running
 
 
 def auth(token: str | None) -> dict[str, str]:
@@ -96,7 +36,7 @@ def auth(token: str | None) -> dict[str, str]:
 
 
 class Client:
-    def __init__(self, server: Server, token: str | None) -> None:
+    def __init__(self, server: Served, token: str | None) -> None:
         self.http = httpx.Client(base_url=server.url, headers=auth(token), timeout=10)
 
     def __getattr__(self, name: str) -> Any:
@@ -104,24 +44,24 @@ class Client:
 
 
 @pytest.fixture(scope="module")
-def ann(server: Server) -> Client:
+def ann(server: Served) -> Client:
     return Client(server, server.owner_token("ann"))
 
 
 @pytest.fixture(scope="module")
-def bob(server: Server) -> Client:
+def bob(server: Served) -> Client:
     return Client(server, server.owner_token("bob"))
 
 
 @pytest.fixture(scope="module")
-def oh_ann(server: Server, ann: Client) -> Iterator[oh.client.Client]:
+def oh_ann(server: Served, ann: Client) -> Iterator[oh.client.Client]:
     """ann through the Python client, with the same token as the raw ``ann``."""
     with oh.client.Client(server.url, ann.http.headers["authorization"][7:]) as client:
         yield client
 
 
 @pytest.fixture(scope="module")
-def oh_bob(server: Server, bob: Client) -> Iterator[oh.client.Client]:
+def oh_bob(server: Served, bob: Client) -> Iterator[oh.client.Client]:
     with oh.client.Client(server.url, bob.http.headers["authorization"][7:]) as client:
         yield client
 
@@ -157,7 +97,7 @@ def test_a_bearer_header_carries_its_token_whatever_the_scheme_case(
 
 
 def test_over_http_the_scheme_is_read_in_any_case_and_nothing_else_authenticates(
-    server: Server, ann: Client
+    server: Served, ann: Client
 ) -> None:
     token = ann.http.headers["authorization"].partition(" ")[2]
     notebook = _open(ann, "scheme-case.pdf", "run-1")["notebook"]["id"]
@@ -170,7 +110,7 @@ def test_over_http_the_scheme_is_read_in_any_case_and_nothing_else_authenticates
         assert answer.json()["error"]["code"] == "unauthenticated"
 
 
-def test_the_whole_flow_over_http(server: Server, oh_ann: oh.client.Client) -> None:
+def test_the_whole_flow_over_http(server: Served, oh_ann: oh.client.Client) -> None:
     assert oh_ann.put_document("reef-review") == {"document": "reef-review", "owner": "ann"}
     opened = oh_ann.open_notebook("reef-review", "run-1")
     notebook_id = opened["notebook"]["id"]
@@ -230,7 +170,7 @@ def test_the_whole_flow_over_http(server: Server, oh_ann: oh.client.Client) -> N
     assert oh_ann.get_notebook(notebook_id)["state"] == "purged"
 
 
-def test_each_route_answers_its_status(server: Server, ann: Client) -> None:
+def test_each_route_answers_its_status(server: Served, ann: Client) -> None:
     """What the client does not show: 201 for what is new, 200 for what was there already, and
     each error with its code's status."""
     assert ann.put("/v1/documents/status-doc").status_code == 201
@@ -281,7 +221,7 @@ def test_removing_a_document_closes_its_notebooks(oh_ann: oh.client.Client) -> N
         agent.query(notebook_id, "current_notes")
 
 
-def test_bad_input_is_typed_and_never_a_500(server: Server, ann: Client) -> None:
+def test_bad_input_is_typed_and_never_a_500(server: Served, ann: Client) -> None:
     opened = _open(ann, "doc-bad-input", "run-1")
     agent = Client(server, opened["agent_token"])
     tools = f"/v1/notebooks/{opened['notebook']['id']}/tools"
@@ -354,7 +294,7 @@ def test_accepting_a_record_with_empty_text_is_invalid_and_changes_nothing(
     assert accepted["revision"] == before + 1
 
 
-def test_operations_routes(server: Server, ann: Client) -> None:
+def test_operations_routes(server: Served, ann: Client) -> None:
     assert httpx.get(f"{server.url}/healthz").json()["status"] == "ok"
     spec = httpx.get(f"{server.url}/openapi.json").json()
     paths = spec["paths"]
@@ -410,7 +350,7 @@ ROUTES: list[tuple[str, str, Any]] = [
 
 
 def test_no_credential_but_the_right_one_reaches_a_notebook(
-    server: Server, ann: Client, bob: Client
+    server: Served, ann: Client, bob: Client
 ) -> None:
     opened = _open(ann, "matrix-doc", "run-1")
     notebook_id = opened["notebook"]["id"]
@@ -461,7 +401,7 @@ def test_no_credential_but_the_right_one_reaches_a_notebook(
     assert read.json()["text"] == "SECRET-TEXT"
 
 
-def test_an_agent_over_mcp_against_the_running_host(server: Server, ann: Client) -> None:
+def test_an_agent_over_mcp_against_the_running_host(server: Served, ann: Client) -> None:
     """The official MCP client over streamable HTTP at /mcp of the real `oh serve`."""
     import asyncio
     import json
@@ -528,7 +468,7 @@ def test_a_method_a_route_does_not_answer_is_405_naming_every_method_it_does(
         assert answer.headers["allow"] == allowed
 
 
-def test_a_body_not_sent_as_json_is_415_and_changes_nothing(server: Server, ann: Client) -> None:
+def test_a_body_not_sent_as_json_is_415_and_changes_nothing(server: Served, ann: Client) -> None:
     opened = _open(ann, "media-doc", "run-1")
     agent = Client(server, opened["agent_token"])
     tools = f"/v1/notebooks/{opened['notebook']['id']}/tools"
@@ -596,7 +536,7 @@ def test_owner_bodies_are_read_by_the_same_rule_and_null_is_not_left_out(ann: Cl
 
 
 def test_the_openapi_document_declares_the_bearer_schemes_and_parameter_schemas(
-    server: Server,
+    server: Served,
 ) -> None:
     document = httpx.get(f"{server.url}/openapi.json").json()
     assert set(document["components"]["securitySchemes"]) == {"owner", "agent"}
@@ -631,7 +571,7 @@ def test_the_openapi_document_declares_the_bearer_schemes_and_parameter_schemas(
 
 
 def test_the_owner_lists_their_notebooks_and_never_anothers(
-    server: Server, ann: Client, oh_ann: oh.client.Client, oh_bob: oh.client.Client
+    server: Served, ann: Client, oh_ann: oh.client.Client, oh_bob: oh.client.Client
 ) -> None:
     oh_ann.put_document("listing-doc")
     mine = [oh_ann.open_notebook("listing-doc", f"run-{i}")["notebook"]["id"] for i in range(3)]
@@ -662,7 +602,7 @@ def test_the_owner_lists_their_notebooks_and_never_anothers(
     assert httpx.post(f"{server.url}/v1/notebooks").status_code == 405
 
 
-def test_every_route_in_the_openapi_document_is_in_the_http_docs(server: Server) -> None:
+def test_every_route_in_the_openapi_document_is_in_the_http_docs(server: Served) -> None:
     """docs/http.md carries the contract in words: no route is served that it leaves out."""
     import re
 
