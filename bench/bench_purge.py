@@ -14,25 +14,28 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import libsql
-
+from oh.config import embedded_driver
 from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
 from oh.notebooks import purge_expired
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, open_driver
 
 NOTES = 100
 TEXT = "Reef survey note: methods section missing, check figure 3 against the second paper. "
 
+# The embedded driver Oh and the raw baseline both use (OH_EMBEDDED_DRIVER, as for oh itself).
+DRIVER = embedded_driver(os.environ)
+
 
 def build(path: Path, notebooks: int) -> None:
-    store = LibsqlMemoryStore(path, synchronous="NORMAL")
+    store = LibsqlMemoryStore(path, synchronous="NORMAL", driver=DRIVER)
     started = datetime(2026, 1, 1, tzinfo=UTC)
     for n in range(notebooks):
         notebook_id = new_notebook_id()
@@ -64,7 +67,7 @@ def build(path: Path, notebooks: int) -> None:
 
 
 def raw_baseline(path: Path, notebooks: int, batch: int) -> float:
-    conn = libsql.connect(str(path), isolation_level=None)
+    conn = open_driver(path, DRIVER)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=FULL")
     conn.execute("PRAGMA secure_delete=ON")

@@ -2,7 +2,8 @@
 
 Everything runs on one disk (a fresh temporary directory, by default under the current
 directory; ``--dir`` picks another parent) so that Oh and the baseline see the same fsync cost.
-The baseline is the ``libsql`` driver itself on a plain table
+The baseline is the driver Oh runs on (``OH_EMBEDDED_DRIVER``: the standard library's ``sqlite3``
+by default, or ``libsql``) on a plain table
 ``(id INTEGER PRIMARY KEY, name TEXT, content TEXT)`` with ``journal_mode=WAL``, the same
 ``synchronous`` level as Oh, and one ``BEGIN IMMEDIATE ... COMMIT`` per write.
 
@@ -60,14 +61,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import libsql
-
+from oh.config import embedded_driver
 from oh.core.changes import Applied, parse_changes
 from oh.core.notebook import new_notebook_id
-from oh.storage.libsql import LibsqlMemoryStore, Synchronous
+from oh.storage.libsql import LibsqlMemoryStore, Synchronous, open_driver
 from oh.verify import replay, verify_notebook
 
 # -- sizes ----------------------------------------------------------------------------------
+
+# The embedded driver Oh and the raw baseline both use (OH_EMBEDDED_DRIVER, as for oh itself).
+DRIVER = embedded_driver(os.environ)
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +159,7 @@ class OhNotebook:
     """One open notebook in a ``LibsqlMemoryStore``, tracking its version like an agent does."""
 
     def __init__(self, path: Path, synchronous: Synchronous, notebook_id: str = "") -> None:
-        self.store = LibsqlMemoryStore(path, synchronous=synchronous)
+        self.store = LibsqlMemoryStore(path, synchronous=synchronous, driver=DRIVER)
         self.id = notebook_id or new_notebook_id()
         now = datetime.now(UTC)
         self.store.create_notebook(
@@ -191,10 +194,10 @@ class OhNotebook:
 
 
 class RawTable:
-    """The baseline: the ``libsql`` driver on a plain table, one transaction per write."""
+    """The baseline: Oh's driver on a plain table, one transaction per write."""
 
     def __init__(self, path: Path, synchronous: Synchronous) -> None:
-        self.conn = libsql.connect(str(path), isolation_level=None)
+        self.conn = open_driver(path, DRIVER)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute(f"PRAGMA synchronous={synchronous}")
         self.conn.execute(
@@ -477,7 +480,7 @@ def child(task: str, path: Path, records: int) -> dict[str, Any]:
     elif task == "raw-build":
         build_raw(path, records, BATCH, "NORMAL").close()
     elif task == "oh-verify":
-        store = LibsqlMemoryStore(path, synchronous="NORMAL")
+        store = LibsqlMemoryStore(path, synchronous="NORMAL", driver=DRIVER)
         (nid,) = store.notebook_ids()
         report = verify_notebook(store, nid)
         if not report.ok or report.records != records:

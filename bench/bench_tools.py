@@ -5,7 +5,8 @@
 
 Measures p50/p95 of ``read`` (target p50 ≤ 30 µs at 10,000 notes), ``query current_notes``
 (target p50 ≤ 2 ms at 1,000 notes), ``explain`` and the bootstrap (target p50 ≤ 1 ms), each
-through ``Tools.call`` exactly as a transport calls it. Baselines: a raw libsql
+through ``Tools.call`` exactly as a transport calls it. Baselines, through the driver Oh runs on
+(``OH_EMBEDDED_DRIVER``, ``sqlite3`` by default): a raw
 ``SELECT content FROM t WHERE name = ?`` for read, and a raw ``SELECT name, digest`` of all rows
 for the listing questions, on an equally sized table in the same directory.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -21,14 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import libsql
-
+from oh.config import embedded_driver
 from oh.notebooks import Notebooks
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.libsql import LibsqlMemoryStore, open_driver
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.tools import Caller, Tools
 
 TEXT = "Survey of reef recovery after bleaching; methods section missing, check figure 3. " * 2
+
+# The embedded driver Oh and the raw baseline both use (OH_EMBEDDED_DRIVER, as for oh itself).
+DRIVER = embedded_driver(os.environ)
 
 
 def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
@@ -44,8 +48,8 @@ def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
 
 
 def build(directory: Path, notes: int, run: str) -> tuple[Tools, Caller, LibsqlMemoryStore]:
-    memory = LibsqlMemoryStore(directory / "memory.db", synchronous="NORMAL")
-    knowledge = LibsqlKnowledgeStore(directory / "knowledge.db")
+    memory = LibsqlMemoryStore(directory / "memory.db", synchronous="NORMAL", driver=DRIVER)
+    knowledge = LibsqlKnowledgeStore(directory / "knowledge.db", driver=DRIVER)
     notebook = Notebooks(memory, knowledge=knowledge).open("owner", "doc", run)
     tools = Tools(memory, knowledge, b"x" * 32)
     caller = Caller(notebook.id, "agent:bench", f"agent:{run}")
@@ -70,7 +74,7 @@ def build(directory: Path, notes: int, run: str) -> tuple[Tools, Caller, LibsqlM
 
 
 def raw_table(path: Path, rows: int) -> Any:
-    conn = libsql.connect(str(path), isolation_level=None)
+    conn = open_driver(path, DRIVER)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("CREATE TABLE t (name TEXT PRIMARY KEY, digest TEXT, content TEXT) WITHOUT ROWID")
     conn.execute("BEGIN")

@@ -14,11 +14,16 @@ flight when the process died. After each kill:
 * retrying the call that was in flight, identically, returns the original result if it had
   been applied and applies it otherwise: either way it is in the log exactly once.
 
+With ``--writers N`` the writer process runs N threads, each on its own notebook, through one
+store, so their calls share flushes (group commit); each notebook is checked as above, and up to
+N calls (one per notebook) may be in flight at the kill.
+
 Runs go on in a few notebooks of one database, so later runs write over what earlier kills
 left behind. On PostgreSQL the writer is the client process; the parent waits until the
 server has finished with the killed connection before it looks.
 
     python stress/crash_safety.py --runs 200                 # embedded libSQL
+    python stress/crash_safety.py --runs 200 --writers 8     # 8 threads, 8 notebooks, one store
     python stress/crash_safety.py --runs 50 --postgres       # a throwaway PostgreSQL cluster
 
 Prints ``runs: N/N`` style figures and exits 1 on any failed run.
@@ -95,43 +100,73 @@ def apply_names(names: set[str], changes: list[dict[str, Any]]) -> None:
             names.add(change["record"]["name"])
 
 
-def writer(target: Target, notebook_id: str, seed: int) -> None:
-    """Write batches until killed (or for a minute at most), announcing and acknowledging each
-    call with one flushed line on standard output."""
-    rng = random.Random(seed)
+def writer(target: Target, notebook_ids: list[str], seed: int) -> None:
+    """Write batches until killed (or for a minute at most), one thread per notebook, all
+    through one store (so concurrent calls share flushes: group commit), announcing and
+    acknowledging each call with one flushed line on standard output."""
     out = sys.stdout
+    lock = threading.Lock()
 
     def emit(value: dict[str, Any]) -> None:
-        out.write(json.dumps(value) + "\n")
-        out.flush()
+        line = json.dumps(value) + "\n"
+        with lock:
+            out.write(line)
+            out.flush()
 
-    store = target.open(application_name=f"oh-crash-{seed}", max_size=1)
-    names = {record.name for record in store.records(notebook_id)}
-    version = store.notebook(notebook_id).version
-    emit({"ready": version})
-    deadline = time.monotonic() + 60
-    counter = 0
-    while time.monotonic() < deadline:
-        counter += 1
-        size = rng.randint(1, rng.choice([4, 16, 64]))
-        raw = batch(rng, names, f"s{seed}", counter, size)
-        changes = parse_changes(raw)
-        request_id = f"s{seed}-{counter}"
-        logged = [[c.op, c.name, c.digest] for c in log_changes(changes)]
-        emit({"intent": request_id, "based_on": version, "changes": raw, "logged": logged})
-        result = store.remember(
-            notebook_id,
-            based_on=version,
-            request_id=request_id,
-            changes=changes,
-            author=AUTHOR,
-            now=T0,
-        )
-        emit({"ack": request_id, "result": result.to_json()})
-        assert isinstance(result, Applied), result  # one writer per notebook: never stale
-        version = result.version
-        apply_names(names, raw)
+    store = target.open(application_name=f"oh-crash-{seed}", max_size=len(notebook_ids))
+    start = threading.Barrier(len(notebook_ids))
+
+    def write(index: int, notebook_id: str) -> None:
+        rng = random.Random(seed + index)
+        names = {record.name for record in store.records(notebook_id)}
+        version = store.notebook(notebook_id).version
+        emit({"ready": version, "notebook": notebook_id})
+        start.wait()
+        deadline = time.monotonic() + 60
+        counter = 0
+        while time.monotonic() < deadline:
+            counter += 1
+            size = rng.randint(1, rng.choice([4, 16, 64]))
+            raw = batch(rng, names, f"s{seed}-{index}", counter, size)
+            changes = parse_changes(raw)
+            request_id = f"s{seed}-{index}-{counter}"
+            logged = [[c.op, c.name, c.digest] for c in log_changes(changes)]
+            emit(
+                {
+                    "intent": request_id,
+                    "notebook": notebook_id,
+                    "based_on": version,
+                    "changes": raw,
+                    "logged": logged,
+                }
+            )
+            result = store.remember(
+                notebook_id,
+                based_on=version,
+                request_id=request_id,
+                changes=changes,
+                author=AUTHOR,
+                now=T0,
+            )
+            emit({"ack": request_id, "notebook": notebook_id, "result": result.to_json()})
+            assert isinstance(result, Applied), result  # one writer per notebook: never stale
+            version = result.version
+            apply_names(names, raw)
+
+    threads = [
+        threading.Thread(target=write, args=(index, notebook_id))
+        for index, notebook_id in enumerate(notebook_ids)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
     store.close()
+
+
+def of_notebook(messages: list[dict[str, Any]], notebook_id: str) -> list[dict[str, Any]]:
+    """The messages about one notebook's writer thread."""
+    return [m for m in messages if m.get("notebook", notebook_id) == notebook_id]
 
 
 # -- the parent -----------------------------------------------------------------------------------
@@ -228,11 +263,14 @@ def check_run(
     return failures, where
 
 
-def run(target: Target, runs: int, seed: int, *, max_delay: float = 0.3) -> dict[str, Any]:
+def run(
+    target: Target, runs: int, seed: int, *, max_delay: float = 0.3, writers: int = 1
+) -> dict[str, Any]:
+    """``runs`` kills of a writer process with ``writers`` threads, each on its own notebook."""
     rng = random.Random(seed)
     store = target.open(application_name="oh-crash-setup")
     try:
-        notebooks = [open_notebook(store, run=f"crash-{seed}-{i}") for i in range(4)]
+        notebooks = [open_notebook(store, run=f"crash-{seed}-{i}") for i in range(writers + 3)]
     finally:
         store.close()
     passed = 0
@@ -240,14 +278,14 @@ def run(target: Target, runs: int, seed: int, *, max_delay: float = 0.3) -> dict
     where: dict[str, int] = {}
     failures: list[str] = []
     for number in range(runs):
-        notebook_id = rng.choice(notebooks)
+        chosen = rng.sample(notebooks, writers)
         child_seed = rng.getrandbits(31)
         process = subprocess.Popen(
             script_command(
                 "crash_safety.py",
                 "--writer",
                 json.dumps(target.to_json()),
-                notebook_id,
+                ",".join(chosen),
                 str(child_seed),
             ),
             stdout=subprocess.PIPE,
@@ -276,9 +314,12 @@ def run(target: Target, runs: int, seed: int, *, max_delay: float = 0.3) -> dict
         if not messages and process.returncode != -9:
             failures.append(f"run {number}: the writer failed: {errors[-2000:]}")
             continue
-        problems, kill_point = check_run(target, notebook_id, messages)
+        problems = []
+        for notebook_id in chosen:
+            found, kill_point = check_run(target, notebook_id, of_notebook(messages, notebook_id))
+            problems += found
+            where[kill_point] = where.get(kill_point, 0) + 1
         acknowledged += sum(1 for m in messages if "ack" in m)
-        where[kill_point] = where.get(kill_point, 0) + 1
         if problems:
             failures += [f"run {number}: {p}" for p in problems[:5]]
         else:
@@ -299,6 +340,7 @@ def run(target: Target, runs: int, seed: int, *, max_delay: float = 0.3) -> dict
     return {
         "suite": "crash",
         "backend": target.kind,
+        "writers": writers,
         "seed": seed,
         "runs": runs,
         "passed": passed,
@@ -314,21 +356,30 @@ def run(target: Target, runs: int, seed: int, *, max_delay: float = 0.3) -> dict
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--writer":
-        writer(Target.from_json(sys.argv[2]), sys.argv[3], int(sys.argv[4]))
+        writer(Target.from_json(sys.argv[2]), sys.argv[3].split(","), int(sys.argv[4]))
         return 0
     parser = common_arguments(__doc__)
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--max-delay", type=float, default=0.3, help="seconds before the kill")
+    parser.add_argument(
+        "--writers", type=int, default=1, help="writer threads, each on its own notebook (1)"
+    )
     parser.add_argument("--postgres", action="store_true", help="on a throwaway PostgreSQL")
     parser.add_argument("--keep", type=Path, default=None, help="work here and keep the files")
     args = parser.parse_args()
     seed = seed_of(args.seed)
     if args.postgres:
         with postgres_target() as target:
-            summary = run(target, args.runs, seed, max_delay=args.max_delay)
+            summary = run(target, args.runs, seed, max_delay=args.max_delay, writers=args.writers)
     else:
         with scratch("oh-crash-", args.keep) as tmp:
-            summary = run(Target.libsql(tmp), args.runs, seed, max_delay=args.max_delay)
+            summary = run(
+                Target.libsql(tmp),
+                args.runs,
+                seed,
+                max_delay=args.max_delay,
+                writers=args.writers,
+            )
     return report(summary, args.json)
 
 

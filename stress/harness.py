@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -83,9 +84,7 @@ class Target:
                 text = sql.replace("%", "%%").replace("?", "%s") if params else sql
                 cursor = conn.execute(text, params or None)
                 return list(cursor.fetchall()) if cursor.description else []
-        import libsql
-
-        conn = libsql.connect(self.location, isolation_level=None)
+        conn = sqlite3.connect(self.location, isolation_level=None)
         try:
             cursor = conn.execute(sql, params)
             return list(cursor.fetchall()) if cursor.description else []

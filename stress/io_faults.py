@@ -36,6 +36,7 @@ import os
 import random
 import resource
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -272,9 +273,7 @@ def read_only(directory: Path, cycles: int, seed: int, mounted: bool) -> list[Cy
 
 def hold_lock(path: str, seconds: float) -> None:
     """A child process: hold the write lock for ``seconds``."""
-    import libsql
-
-    conn = libsql.connect(path, isolation_level=None)
+    conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN IMMEDIATE")
     print("locked", flush=True)
     time.sleep(seconds)
@@ -283,8 +282,6 @@ def hold_lock(path: str, seconds: float) -> None:
 
 
 def locked(directory: Path, cycles: int, seed: int) -> list[Cycle]:
-    import libsql
-
     rng = random.Random(seed)
     directory.mkdir(parents=True, exist_ok=True)
     target = Target.libsql(directory)
@@ -299,7 +296,7 @@ def locked(directory: Path, cycles: int, seed: int) -> list[Cycle]:
         holder: Any = None
         child: subprocess.Popen[str] | None = None
         if in_process:
-            holder = libsql.connect(target.location, isolation_level=None)
+            holder = sqlite3.connect(target.location, isolation_level=None)
             holder.execute("BEGIN IMMEDIATE")
         else:
             child = subprocess.Popen(

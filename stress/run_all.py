@@ -29,6 +29,13 @@ STRESS = Path(__file__).resolve().parent
 SUITES: list[tuple[str, str, str, list[str], list[str]]] = [
     ("crash", "libsql", "crash_safety.py", ["--runs", "200"], ["--runs", "10"]),
     (
+        "crash (8 writers)",
+        "libsql",
+        "crash_safety.py",
+        ["--runs", "200", "--writers", "8"],
+        ["--runs", "10", "--writers", "8"],
+    ),
+    (
         "crash",
         "postgres",
         "crash_safety.py",

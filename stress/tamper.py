@@ -45,6 +45,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import sqlite3
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -102,9 +103,7 @@ class Raw:
 
             self.conn: Any = psycopg.connect(target.location, autocommit=True)
         else:
-            import libsql
-
-            self.conn = libsql.connect(target.location, isolation_level=None)
+            self.conn = sqlite3.connect(target.location, isolation_level=None)
 
     def __call__(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self.kind == "postgres":

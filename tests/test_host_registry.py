@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from oh.storage.libsql import Driver
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.memory import InMemoryDatabase, InMemoryHostRegistry
 from oh.storage.postgres_host import PostgresHostRegistry
@@ -17,11 +18,12 @@ from oh.testing.registry import HostRegistryConformance
 
 
 class LibsqlRegistryHarness:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         self.path = path
+        self.driver = driver
 
     def open(self) -> LibsqlHostRegistry:
-        return LibsqlHostRegistry(self.path)
+        return LibsqlHostRegistry(self.path, driver=self.driver)
 
 
 class PostgresRegistryHarness:

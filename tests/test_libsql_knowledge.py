@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import libsql
 import pytest
 
 from oh.core.canonical import sha256_hex
@@ -14,7 +13,7 @@ from oh.core.records import Record
 from oh.core.reviewed import Decision, ReviewedRecord, Source
 from oh.errors import NotFound
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.libsql import Driver, LibsqlMemoryStore, connect
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.knowledge import (
     SOURCE,
@@ -25,18 +24,19 @@ from oh.testing.knowledge import (
 
 
 class LibsqlReviewHarness:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, driver: Driver = "sqlite3") -> None:
         self.memory_path = directory / "memory.db"
         self.knowledge_path = directory / "knowledge.db"
+        self.driver = driver
 
     def open_memory(self) -> MemoryStore:
-        return LibsqlMemoryStore(self.memory_path)
+        return LibsqlMemoryStore(self.memory_path, driver=self.driver)
 
     def open_knowledge(self) -> KnowledgeStore:
-        return LibsqlKnowledgeStore(self.knowledge_path)
+        return LibsqlKnowledgeStore(self.knowledge_path, driver=self.driver)
 
     def execute_knowledge(self, sql: str, params: tuple[Any, ...] = ()) -> None:
-        conn = libsql.connect(str(self.knowledge_path), isolation_level=None)
+        conn = connect(self.knowledge_path, driver=self.driver)
         try:
             conn.execute(sql, params)
         finally:

@@ -4,10 +4,10 @@ exactly the same log, and a row whose change columns do not hold its changes rea
 
 from __future__ import annotations
 
+import sqlite3
 from importlib import resources
 from pathlib import Path
 
-import libsql
 import pytest
 
 from oh.core.changes import LogEntry, parse_changes
@@ -40,7 +40,7 @@ def _write(store: LibsqlMemoryStore, notebook: str) -> None:
 
 def _old_layout(path: Path) -> None:
     """A database at migration 0005: the layout before entries kept their changes."""
-    conn = libsql.connect(str(path), isolation_level=None)
+    conn = sqlite3.connect(str(path), isolation_level=None)
     conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL)")
     for entry in sorted(resources.files(MIGRATIONS).iterdir(), key=lambda e: e.name):
         number = entry.name.split("_", 1)[0]
@@ -55,7 +55,7 @@ def _old_layout(path: Path) -> None:
 def _copy_into_old_layout(store: LibsqlMemoryStore, notebook: str, path: Path) -> None:
     entries = list(store.log(notebook))
     nb = store.notebook(notebook)
-    conn = libsql.connect(str(path), isolation_level=None)
+    conn = sqlite3.connect(str(path), isolation_level=None)
     conn.execute(
         "INSERT INTO notebooks (id, owner, document, run, state, started_at, forgets_at, version,"
         " pinned_revision, head_hash) VALUES (?, ?, ?, ?, 'open', ?, ?, ?, NULL, ?)",
@@ -148,7 +148,7 @@ def test_a_row_that_does_not_hold_its_changes_is_damage(tmp_path: Path, damage: 
     store = LibsqlMemoryStore(tmp_path / "memory.db")
     notebook = open_notebook(store)
     _write(store, notebook)
-    conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+    conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
     conn.execute(damage)
     conn.close()
     try:

@@ -16,7 +16,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import libsql
 import pytest
 
 from oh.core.notebook import new_notebook_id
@@ -85,7 +84,7 @@ def unguarded(access: LibsqlPurgeAccess, sql: str) -> Any:
 
 def snapshot(path: Path) -> Any:
     """Every row of every table, and the file's journal mode and header fields, read apart."""
-    conn = libsql.connect(str(path), isolation_level=None)
+    conn = sqlite3.connect(str(path), isolation_level=None)
     try:
         tables = [
             row[0]

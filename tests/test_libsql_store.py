@@ -3,16 +3,16 @@ plus the checks only an embedded file can have (durability settings, driver erro
 
 from __future__ import annotations
 
+import sqlite3
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import libsql
 import pytest
 from hypothesis import HealthCheck, settings
 
 from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, translate
+from oh.storage.libsql import Driver, LibsqlMemoryStore, LibsqlPurgeAccess, connect, translate
 from oh.testing.lifecycle import NotebookLifecycleConformance
 from oh.testing.memory_store import T0, MemoryStoreConformance, StoreHarness
 from oh.testing.stateful import notebook_machine
@@ -20,16 +20,17 @@ from oh.testing.tampering import Edit
 
 
 class LibsqlHarness:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         self.path = path
+        self.driver = driver
 
     def open(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.path)
+        return LibsqlMemoryStore(self.path, driver=self.driver)
 
     change_table = "log"
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
-        conn = libsql.connect(str(self.path), isolation_level=None)
+        conn = connect(self.path, driver=self.driver)
         try:
             conn.execute(sql, params)
         finally:
@@ -92,7 +93,7 @@ def test_driver_errors_are_translated_in_one_place(message: str, error: type) ->
 
 def test_a_locked_database_is_storage_unavailable(tmp_path: Path) -> None:
     store = LibsqlMemoryStore(tmp_path / "memory.db", busy_wait=0.05)
-    blocker = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+    blocker = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(StorageUnavailable):

@@ -18,13 +18,13 @@ import inspect
 import json
 import os
 import re
+import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
-import libsql
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
@@ -307,7 +307,7 @@ def test_a_past_version_that_does_not_match_its_digest_is_shown_as_such_not_its_
 ) -> None:
     opened = _alice_notebook(world)
     opened.remember(_replace("lead:reef-survey-2016", "methods in the annex"))
-    conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+    conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
     conn.execute("UPDATE log SET content = replace(content, 'missing', 'fine') WHERE version = 1")
     conn.close()
     page = _sign_in(_client(world), world.tokens["alice"]).get(f"/panel/notebooks/{opened.id}")

@@ -13,10 +13,10 @@ from __future__ import annotations
 import hashlib
 import itertools
 import random
+import sqlite3
 from pathlib import Path
 from typing import Any
 
-import libsql
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -341,7 +341,7 @@ def test_the_log_reads_the_same_in_pages_of_every_size(store: LibsqlMemoryStore)
 def test_a_gap_in_the_log_reads_as_before(store: LibsqlMemoryStore, tmp_path: Path) -> None:
     notebook = open_notebook(store)
     fill(store, notebook)
-    conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+    conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
     conn.execute("DELETE FROM log WHERE notebook_id = ? AND version = 5", (notebook,))
     conn.close()
     for batch in (1, 4, 1000):
@@ -484,7 +484,7 @@ def test_verify_reports_exactly_what_the_reference_verify_reports(
         "noncanonical": noncanonical,
         "noncanonical_digest": _sha(noncanonical),
     }
-    conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+    conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
     conn.execute("PRAGMA foreign_keys=OFF")
     for sql in random.Random(seed).sample(TAMPERING, count):
         conn.execute(sql.format(**values))
@@ -619,7 +619,7 @@ def test_a_write_from_a_known_head_is_decided_as_the_full_path_decides(
         other.forget(notebook, T0)
         other.close()
     elif tampering is not None:
-        conn = libsql.connect(str(tmp_path / "memory.db"), isolation_level=None)
+        conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
         conn.execute(tampering)
         conn.close()
     got = outcome(store, notebook, based_on, rid, *changes)

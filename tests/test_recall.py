@@ -7,6 +7,7 @@ import io
 import json
 import logging
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -15,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import libsql
 import numpy as np
 import pytest
 
@@ -142,7 +142,7 @@ def _names(answer: RecallAnswer) -> list[str]:
 
 
 def _raw(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    conn = libsql.connect(str(db), isolation_level=None)
+    conn = sqlite3.connect(str(db), isolation_level=None)
     try:
         return list(conn.execute(sql, params).fetchall() or ())
     finally:
@@ -395,7 +395,7 @@ def test_the_database_refuses_vectors_for_a_notebook_that_is_not_open(
 ) -> None:
     notebook = _notebook(memory)
     memory.forget(notebook, T0)
-    with pytest.raises(ValueError, match="oh: notebook is not open"):
+    with pytest.raises(sqlite3.Error, match="oh: notebook is not open"):
         _raw(
             db,
             "INSERT INTO note_vectors (notebook_id, model_id, digest, vector) VALUES (?, ?, ?, ?)",

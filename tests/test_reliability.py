@@ -76,6 +76,15 @@ def test_every_acknowledged_write_survives_a_sigkill_and_none_lands_half(
     assert summary["acknowledged_calls"] > 0
 
 
+def test_acknowledged_writes_of_concurrent_writers_survive_a_sigkill(libsql: Any) -> None:
+    """Four writer threads on four notebooks through one store share flushes (group commit);
+    killed at random moments, every acknowledged call of each is durable, none lands half."""
+    summary = stress("crash_safety").run(libsql, 4, seed=2, writers=4)
+    assert summary["failures"] == []
+    assert summary["passed"] == summary["runs"]
+    assert summary["acknowledged_calls"] > 0
+
+
 def test_the_crash_checker_notices_a_lost_acknowledgement(libsql: Any) -> None:
     crash = stress("crash_safety")
     store = libsql.open()

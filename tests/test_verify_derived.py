@@ -10,13 +10,13 @@ written before seals existed, and what ``oh verify`` prints.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import libsql
 import psycopg
 import pytest
 
@@ -42,7 +42,7 @@ MODEL = HashingEmbedder(16).model_id
 
 
 def _raw(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
-    conn = libsql.connect(str(db), isolation_level=None)
+    conn = sqlite3.connect(str(db), isolation_level=None)
     try:
         cursor = conn.execute(sql, params)
         return list(cursor.fetchall()) if cursor.description else []
@@ -375,7 +375,7 @@ def _restore(insert: Any, fixture: Path) -> int:
 
 
 def test_a_libsql_database_from_before_seals_verifies_after_upgrading(db: Path) -> None:
-    conn = libsql.connect(str(db), isolation_level=None)
+    conn = sqlite3.connect(str(db), isolation_level=None)
     assert migrate(conn, "oh.storage.migrations.libsql", upto=6) == 6  # the schema it had
 
     def insert(table: str, columns: list[str], row: list[Any]) -> None:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
-import libsql
 import pytest
 
 from oh.knowledge import Knowledge
@@ -31,7 +31,7 @@ def knowledge_path(tmp_path: Path) -> Path:
 
 
 def _tamper(path: Path, *statements: str) -> None:
-    conn = libsql.connect(str(path), isolation_level=None)
+    conn = sqlite3.connect(str(path), isolation_level=None)
     for statement in statements:
         conn.execute(statement)
     conn.close()

@@ -11,7 +11,9 @@ Locations: a data directory with the two embedded databases, or URLs.
 ``--data DIR`` (``OH_DATA``, default ``./oh-data``) holds ``memory.db`` and ``knowledge.db``.
 ``--memory-url`` / ``--knowledge-url`` (``OH_MEMORY_URL``, ``OH_KNOWLEDGE_URL``) override either
 database: a file path, ``file:PATH`` or ``libsql:PATH`` for the embedded backend, or
-``postgresql://...`` for PostgreSQL (the ``postgres`` extra).
+``postgresql://...`` for PostgreSQL (the ``postgres`` extra). ``OH_EMBEDDED_DRIVER`` picks how the
+embedded files are opened: ``sqlite3`` (the default, the standard library's SQLite) or ``libsql``
+(the libsql package); both read and write the same files (docs/design.md, "The embedded driver").
 
 Opening an embedded database may create it: ``Locations(create=True)``, the library's default,
 makes the data directory and the database files as needed. The command line opens only what
@@ -35,7 +37,7 @@ from oh.core.clock import Clock, system_clock
 from oh.errors import InvalidArgument, NotFound
 from oh.host import Host, HostSettings
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
-from oh.storage.libsql import LibsqlMemoryStore, Synchronous
+from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 
 __all__ = [
@@ -45,6 +47,7 @@ __all__ = [
     "RecallConfig",
     "close_host",
     "close_recall",
+    "embedded_driver",
     "is_postgres_url",
     "open_agent_host",
     "open_host",
@@ -64,6 +67,7 @@ class Locations:
     memory_url: str | None = None
     knowledge_url: str | None = None
     create: bool = True  # may opening create the data directory and missing database files?
+    driver: Driver = "sqlite3"  # how the embedded files are opened (``OH_EMBEDDED_DRIVER``)
 
     @classmethod
     def resolve(
@@ -80,6 +84,7 @@ class Locations:
             memory_url=memory_url or os.environ.get("OH_MEMORY_URL") or None,
             knowledge_url=knowledge_url or os.environ.get("OH_KNOWLEDGE_URL") or None,
             create=create,
+            driver=embedded_driver(os.environ),
         )
 
     def memory_path(self) -> Path:
@@ -99,6 +104,15 @@ class Locations:
 
 
 _STARTS_DATA = "only oh serve and oh token create start one"
+
+
+def embedded_driver(environ: Mapping[str, str]) -> Driver:
+    """The embedded driver ``OH_EMBEDDED_DRIVER`` names (``sqlite3`` when unset or empty)."""
+    chosen = environ.get("OH_EMBEDDED_DRIVER") or "sqlite3"
+    for driver in DRIVERS:
+        if chosen == driver:
+            return driver
+    raise InvalidArgument(f"OH_EMBEDDED_DRIVER must be one of {', '.join(DRIVERS)}, not {chosen!r}")
 
 
 def _embedded_path(url: str | None, default: Path, create: bool) -> Path:
@@ -146,7 +160,9 @@ def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -
         from oh.storage.postgres import open_postgres_memory
 
         return open_postgres_memory(str(locations.memory_url))
-    return LibsqlMemoryStore(locations.memory_path(), synchronous=synchronous)
+    return LibsqlMemoryStore(
+        locations.memory_path(), synchronous=synchronous, driver=locations.driver
+    )
 
 
 def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL") -> KnowledgeStore:
@@ -154,7 +170,9 @@ def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL"
         from oh.storage.postgres_knowledge import open_postgres_knowledge
 
         return open_postgres_knowledge(str(locations.knowledge_url))
-    return LibsqlKnowledgeStore(locations.knowledge_path(), synchronous=synchronous)
+    return LibsqlKnowledgeStore(
+        locations.knowledge_path(), synchronous=synchronous, driver=locations.driver
+    )
 
 
 def open_host_registry(locations: Locations) -> HostRegistry:
@@ -165,7 +183,7 @@ def open_host_registry(locations: Locations) -> HostRegistry:
         return PostgresHostRegistry(str(locations.knowledge_url))
     from oh.storage.libsql_host import LibsqlHostRegistry
 
-    return LibsqlHostRegistry(locations.knowledge_path())
+    return LibsqlHostRegistry(locations.knowledge_path(), driver=locations.driver)
 
 
 def open_purge_access(locations: Locations) -> PurgeAccess:
@@ -192,7 +210,7 @@ def open_recall(
 
     return Recall(
         open_memory_store(locations),
-        LibsqlVectorStore(locations.memory_path()),
+        LibsqlVectorStore(locations.memory_path(), driver=locations.driver),
         embedder_from_env(kind=embedder),
         open_knowledge_store(locations),
         clock=clock,

@@ -49,7 +49,7 @@ def rebuild_command(
     embedder = embedder_from_env(kind=getattr(args, "embedder", None))
     memory = open_memory_store(locations)
     try:
-        vectors = LibsqlVectorStore(locations.memory_path())
+        vectors = LibsqlVectorStore(locations.memory_path(), driver=locations.driver)
         try:
             knowledge = open_knowledge_store(locations)
             try:

@@ -2,8 +2,13 @@
 
 WAL journal, ``synchronous=FULL`` by default (an acknowledged write survives power loss), one
 writer at a time with ``BEGIN IMMEDIATE``, ``secure_delete`` so forgotten text is overwritten.
-Driver errors (always a plain ``ValueError`` from ``libsql``) are translated in ``translated``
-and nowhere else.
+
+Two drivers open the same file format (docs/design.md, "The embedded driver"): the standard
+library's ``sqlite3`` (the default: it keeps prepared statements, so a one-statement read costs
+a third of what it costs through ``libsql``) and the ``libsql`` package. Every connection of a
+process uses one driver: two SQLite libraries in one process do not share POSIX lock
+bookkeeping. Driver errors (``sqlite3.Error``, or a plain ``ValueError`` from ``libsql``) are
+translated in ``translated`` and nowhere else.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from oh.errors import (
     AlreadyExists,
     Forbidden,
     IntegrityError,
+    InvalidArgument,
     NotFound,
     OhError,
     Purged,
@@ -49,17 +55,26 @@ from oh.storage.sql_memory import SqlMemoryStore
 logger = logging.getLogger("oh.storage")
 
 __all__ = [
+    "DRIVERS",
+    "DRIVER_ERRORS",
+    "Driver",
     "LibsqlDatabase",
     "LibsqlMemoryStore",
     "LibsqlPurgeAccess",
     "Synchronous",
     "connect",
+    "open_driver",
     "purge_authorizer",
     "translated",
     "when_free",
 ]
 
 Synchronous = Literal["FULL", "NORMAL", "EXTRA"]
+Driver = Literal["sqlite3", "libsql"]
+DRIVERS: tuple[Driver, ...] = ("sqlite3", "libsql")
+
+# What a driver raises: ``sqlite3.Error`` subclasses, or a bare ``ValueError`` from ``libsql``.
+DRIVER_ERRORS = (ValueError, sqlite3.Error)
 
 _UNAVAILABLE = (
     "database is locked",
@@ -75,7 +90,8 @@ _DAMAGED = ("database disk image is malformed", "file is not a database")
 
 
 def translate(exc: Exception) -> OhError:
-    """Map a libsql error (a bare ``ValueError``) to Oh's error tree by its message."""
+    """Map a driver error (``sqlite3.Error`` or libsql's bare ``ValueError``) to Oh's error tree
+    by its message: both drivers carry SQLite's own messages."""
     message = str(exc)
     lowered = message.lower()
     if "oh: " in lowered:
@@ -112,7 +128,9 @@ class _Translated:
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
-        if isinstance(exc, (ValueError, OSError, RuntimeError)) and not isinstance(exc, OhError):
+        if isinstance(exc, (*DRIVER_ERRORS, OSError, RuntimeError)) and not isinstance(
+            exc, OhError
+        ):
             raise translate(exc) from exc
 
 
@@ -120,6 +138,7 @@ translated = _Translated()
 
 
 BUSY_WAIT_SECONDS = 5.0
+GROUP_LIMIT = 64  # remember calls in one group flush at most
 
 
 def when_free(conn: Any, sql: str, wait: float = BUSY_WAIT_SECONDS) -> None:
@@ -135,7 +154,7 @@ def when_free(conn: Any, sql: str, wait: float = BUSY_WAIT_SECONDS) -> None:
         try:
             conn.execute(sql)
             return
-        except ValueError as exc:
+        except DRIVER_ERRORS as exc:
             if "locked" not in str(exc) and "busy" not in str(exc).lower():
                 raise
             if time.monotonic() >= deadline:
@@ -144,10 +163,24 @@ def when_free(conn: Any, sql: str, wait: float = BUSY_WAIT_SECONDS) -> None:
         pause = min(pause * 2, 0.02)
 
 
-def connect(path: str | Path, synchronous: Synchronous = "FULL") -> Any:
-    """Open a libSQL file with Oh's durability settings."""
+def open_driver(path: str | Path, driver: Driver = "sqlite3") -> Any:
+    """A bare connection of ``driver`` to the file: autocommit (transactions are explicit), no
+    settings of Oh's. Benchmarks use it for their raw baselines, tests to reach under a store."""
+    if driver == "sqlite3":
+        # Usable from any thread (callers hold the store's lock), with room for every statement
+        # the stores prepare.
+        return sqlite3.connect(
+            str(path), isolation_level=None, check_same_thread=False, cached_statements=512
+        )
+    if driver == "libsql":
+        return libsql.connect(str(path), isolation_level=None)
+    raise InvalidArgument(f"the embedded driver must be one of {DRIVERS}, not {driver!r}")
+
+
+def connect(path: str | Path, synchronous: Synchronous = "FULL", driver: Driver = "sqlite3") -> Any:
+    """Open a libSQL file with Oh's durability settings, through ``driver``."""
     with translated():
-        conn = libsql.connect(str(path), isolation_level=None)
+        conn = open_driver(path, driver)
         conn.execute("PRAGMA busy_timeout=0")
         when_free(conn, "PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous}")
@@ -429,10 +462,10 @@ def _append(conn: Any, entry: LogEntry) -> bool:
     either writes exactly what the decided call writes or nothing, and the full path then reads
     and decides. After the full path has decided, the same statements write its entry.
 
-    libsql prepares every statement anew (it keeps no statement cache), so each statement's
-    text, its parameters and the triggers it fires are paid on every call: one change takes one
-    short statement per table; several take one per table however many they are, the values
-    travelling as the JSON arrays the log row keeps, which SQLite's ``json_each`` unpacks.
+    One change takes one short statement per table; several take one per table however many
+    they are, the values travelling as the JSON arrays the log row keeps, which SQLite's
+    ``json_each`` unpacks (so the statements' texts stay few: ``sqlite3`` keeps them prepared,
+    and ``libsql``, which prepares every statement anew, parses few).
     """
     changes = entry.changes
     notebook_id, version, author, written_at = entry[0], entry[1], entry[4], entry[5]
@@ -500,22 +533,20 @@ def _append(conn: Any, entry: LogEntry) -> bool:
         if kept:
             # Each value is looked up by index in its own array; kinds travel as an array too
             # (measured: cheaper than deriving each from its name in SQL).
-            conn.execute(
-                _INSERT_RECORDS
-                if kept == count
-                else _INSERT_RECORDS + " WHERE ?9 ->> key != 'remove'",
-                (
-                    notebook_id,
-                    author,
-                    written_at,
-                    version,
-                    name,
-                    content,
-                    digest,
-                    _json_rows([kind_of(c.name) for c in changes]),
-                    op,
-                ),
+            values = (
+                notebook_id,
+                author,
+                written_at,
+                version,
+                name,
+                content,
+                digest,
+                _json_rows([kind_of(c.name) for c in changes]),
             )
+            if kept == count:
+                conn.execute(_INSERT_RECORDS, values)
+            else:
+                conn.execute(_INSERT_RECORDS + " WHERE ?9 ->> key != 'remove'", (*values, op))
     conn.execute(
         "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
         (version, entry.hash, notebook_id),
@@ -555,12 +586,14 @@ class LibsqlDatabase:
         *,
         synchronous: Synchronous = "FULL",
         busy_wait: float = BUSY_WAIT_SECONDS,
+        driver: Driver = "sqlite3",
     ) -> None:
         self.path = Path(path)
         self.busy_wait = busy_wait
         self.synchronous = synchronous
+        self.driver = driver
         self._lock = threading.RLock()
-        self._conn = connect(self.path, synchronous)
+        self._conn = connect(self.path, synchronous, driver)
         self._one = _Statement(self)
         migrate(self._conn, self.MIGRATIONS)
 
@@ -611,6 +644,26 @@ class LibsqlDatabase:
             self._conn.close()
 
 
+class _Waiter:
+    """A ``remember`` call queued for a group flush (``LibsqlMemoryStore._remember``)."""
+
+    __slots__ = ("call", "done", "error", "lead", "result")
+
+    def __init__(self, call: Call) -> None:
+        self.call = call
+        self.done = threading.Lock()
+        self.done.acquire()  # held until the call is answered, or made to lead the next flush
+        self.lead = False
+        self.result: RememberResult | None = None
+        self.error: BaseException | None = None
+
+    def outcome(self) -> RememberResult:
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
 class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
     """``MemoryStore`` on one libSQL file: the shared statements (``oh.storage.sql_memory``) and
     the log in this backend's layout (one row per entry)."""
@@ -651,8 +704,211 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
 
     # -- writes ---------------------------------------------------------------------------
 
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        synchronous: Synchronous = "FULL",
+        busy_wait: float = BUSY_WAIT_SECONDS,
+        driver: Driver = "sqlite3",
+    ) -> None:
+        super().__init__(path, synchronous=synchronous, busy_wait=busy_wait, driver=driver)
+        # ``_queue`` guards the fields below it and is held for a few instructions at a time.
+        self._queue = threading.Condition(threading.Lock())
+        self._waiting: list[_Waiter] = []  # remember calls for the next flush, in arrival order
+        self._leading = False  # whether a thread is flushing (or about to flush) remember calls
+        self._last_group = 1  # how many calls the last flush held
+        self._last_flush = 0.0  # how many seconds it took
+        self._gathering = 0  # 1 while a flush waits for one more call (``_more``)
+
     def _remember(self, call: Call) -> RememberResult:
-        notebook_id, based_on, request_id = call.notebook_id, call.based_on, call.request_id
+        """Group commit: calls that arrive while a flush is in progress share the next one.
+
+        A call with nobody flushing flushes itself at once (a lone writer waits for nothing
+        more than before). Calls arriving meanwhile queue; when the flush ends, the first of
+        them leads the next flush, which takes every queued call, each in its own savepoint,
+        into one transaction and one fsync (``_flush_group``), and acknowledges them all only
+        after the ``COMMIT`` returned. So no call waits longer than the flush in progress plus
+        its own group's, and an acknowledged call is durable exactly as one alone.
+        """
+        waiter = _Waiter(call)
+        with self._queue:
+            self._waiting.append(waiter)
+            follow = self._leading
+            self._leading = True
+            if self._gathering and len(self._waiting) >= self._gathering:
+                self._queue.notify()
+        if follow:
+            try:
+                waiter.done.acquire()  # released when the call is done, or when it is to lead
+            except BaseException:  # interrupted while queued: leave, and leave no one stranded
+                with self._queue:
+                    if waiter in self._waiting:
+                        self._waiting.remove(waiter)
+                        if waiter.lead:
+                            self._pass_lead()
+                raise
+            if not waiter.lead:
+                return waiter.outcome()
+        group: list[_Waiter] = []
+        started = 0.0
+        try:
+            with self._queue:
+                group, self._waiting = self._waiting, []
+            started = time.perf_counter()
+            if len(group) == 1 and self._last_group == 1:
+                return self._remember_one(call)  # a lone writer, as before group commit
+            self._flush_group(group)
+        finally:
+            with self._queue:
+                if started:
+                    self._last_group, self._last_flush = len(group), time.perf_counter() - started
+                self._pass_lead()
+            for each in group:
+                if each is not waiter:
+                    each.done.release()
+        return waiter.outcome()
+
+    def _more(self, group: list[_Waiter], deadline: float) -> bool:
+        """Between two calls of a group being written: take the calls queued meanwhile into
+        ``group`` (at most ``GROUP_LIMIT`` in all). With none queued and fewer in the group
+        than the last flush held, writers are concurrent but their next calls are not queued
+        yet: wait for one until ``deadline`` (half the last flush's time, at most 1 ms), rather
+        than commit now and make them wait for another fsync. A lone writer's last flush held
+        one call, so it never waits; PostgreSQL's ``commit_delay`` with ``commit_siblings``
+        makes the same bet. Returns whether ``group`` grew."""
+        with self._queue:
+            if not self._waiting and len(group) < self._last_group:
+                left = deadline - time.perf_counter()
+                if left > 0:
+                    self._gathering = 1
+                    try:
+                        self._queue.wait(left)
+                    finally:
+                        self._gathering = 0
+            room = GROUP_LIMIT - len(group)
+            if not self._waiting or room <= 0:
+                return False
+            group += self._waiting[:room]
+            del self._waiting[:room]
+            return True
+
+    def _pass_lead(self) -> None:
+        """With ``_queue`` held: the first queued call leads the next flush, or nobody flushes."""
+        if self._waiting:
+            following = self._waiting[0]
+            following.lead = True
+            following.done.release()
+        else:
+            self._leading = False
+
+    def _flush_group(self, group: list[_Waiter]) -> None:
+        """Run ``group``'s calls in one write transaction, each in its own savepoint, and commit
+        once. Each waiter gets its own result or error; a call that fails is rolled back to its
+        savepoint and touches no other. If the transaction cannot begin or commit, every call
+        of the group gets that error (none of them was written)."""
+        heads = _known_heads(self)
+        touched: set[str] = set()
+        with self._lock:
+            conn = self._conn
+            try:
+                deadline = time.perf_counter() + min(self._last_flush / 2, 0.001)
+                written = 0
+                with translated():
+                    when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
+                    while written < len(group) or self._more(group, deadline):
+                        waiter = group[written]
+                        written += 1
+                        touched.add(waiter.call.notebook_id)
+                        conn.execute("SAVEPOINT oh_call")
+                        try:
+                            with translated():
+                                waiter.result = self._decide_at_head(conn, waiter.call, heads)
+                        except Exception as exc:
+                            conn.execute("ROLLBACK TO oh_call")
+                            heads.pop(waiter.call.notebook_id, None)
+                            waiter.error = exc
+                        conn.execute("RELEASE oh_call")
+                    conn.execute("COMMIT")
+            except BaseException as exc:
+                for notebook_id in touched:
+                    heads.pop(notebook_id, None)
+                try:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                except DRIVER_ERRORS:
+                    pass  # the connection is gone; its transaction with it
+                failure = (
+                    exc
+                    if isinstance(exc, OhError)
+                    else StorageUnavailable(
+                        f"storage unavailable: the group of writes was not committed ({exc!r})"
+                    )
+                )
+                for waiter in group:
+                    waiter.result, waiter.error = None, failure
+                if not isinstance(exc, Exception):
+                    raise
+
+    def _decide_at_head(
+        self, conn: Any, call: Call, heads: dict[str, tuple[int, str]]
+    ) -> RememberResult:
+        """One call of a group, inside its savepoint: written at once from the head the store
+        knows (as ``_remember_one``'s first step), else read, decided and written."""
+        known = heads.get(call.notebook_id)
+        if known is not None and known[0] == call.based_on:
+            entry = call.entry(call.based_on + 1, known[1])
+            try:
+                done = _append(conn, entry)
+            except DRIVER_ERRORS:
+                done = False
+            if done:
+                heads[call.notebook_id] = (entry.version, entry.hash)
+                return call.applied(entry.version)
+            conn.execute("ROLLBACK TO oh_call")
+        result, written = self._decide(conn, call, heads)
+        if written is not None:
+            heads[call.notebook_id] = written
+        return result
+
+    def _decide(
+        self, conn: Any, call: Call, heads: dict[str, tuple[int, str]]
+    ) -> tuple[RememberResult, tuple[int, str] | None]:
+        """Read what ``call`` depends on, decide it and write it, inside the caller's write
+        transaction; returns the result and the ``(version, hash)`` written, if any."""
+        notebook_id = call.notebook_id
+        logged = call.logged
+        single = len(logged) == 1
+        names = logged[0].name if single else _json_rows(call.names)
+        # One statement reads all the call depends on: the notebook, an earlier call with this
+        # request id, and which of the named records exist.
+        row = conn.execute(
+            _REMEMBER_ONE_READ if single else _REMEMBER_MANY_READ,
+            (notebook_id, call.request_id, names),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"no notebook {notebook_id}")
+        state, forgets_at, version, head_hash, prior, prior_payload, existing = row
+        _remember_head(heads, notebook_id, version, head_hash)
+        present = ((names,) if existing else ()) if single else json.loads(existing)
+        seen = (state, forgets_at, version, head_hash, prior, prior_payload, present)
+        match decide(call, _new_tuple(Seen, seen)):
+            case Write(entry, result):
+                if not _append(conn, entry):
+                    raise IntegrityError(
+                        f"notebook {notebook_id}: the current records disagree with the"
+                        " checks just made (run oh verify)"
+                    )
+                return result, (entry.version, entry.hash)
+            case Reuse(prior):
+                return self._entry(conn, notebook_id, prior).result(), None
+            case Refused() as refused:
+                return refused, None
+        raise AssertionError("decide returns a Write, a Reuse or a Refused")
+
+    def _remember_one(self, call: Call) -> RememberResult:
+        """A call alone: written at once from the head the store knows, else decided."""
+        notebook_id, based_on = call.notebook_id, call.based_on
         heads = _known_heads(self)
         with self._lock, translated():
             conn = self._conn
@@ -663,7 +919,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                 when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
                 try:
                     done = _append(conn, entry)
-                except ValueError:
+                except DRIVER_ERRORS:
                     done = False  # a unique key refused it (or anything else: the full path tells)
                 except BaseException:
                     conn.execute("ROLLBACK")
@@ -679,37 +935,9 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                     heads[notebook_id] = (entry.version, entry.hash)
                     return call.applied(entry.version)
                 conn.execute("ROLLBACK")
-            logged = call.logged
-            single = len(logged) == 1
-            names = logged[0].name if single else _json_rows(call.names)
             when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
             try:
-                # One statement reads all the call depends on: the notebook, an earlier call
-                # with this request id, and which of the named records exist.
-                row = conn.execute(
-                    _REMEMBER_ONE_READ if single else _REMEMBER_MANY_READ,
-                    (notebook_id, request_id, names),
-                ).fetchone()
-                if row is None:
-                    raise NotFound(f"no notebook {notebook_id}")
-                state, forgets_at, version, head_hash, prior, prior_payload, existing = row
-                _remember_head(heads, notebook_id, version, head_hash)
-                present = ((names,) if existing else ()) if single else json.loads(existing)
-                result: RememberResult
-                written: tuple[int, str] | None = None
-                seen = (state, forgets_at, version, head_hash, prior, prior_payload, present)
-                match decide(call, _new_tuple(Seen, seen)):
-                    case Write(entry, result):
-                        if not _append(conn, entry):
-                            raise IntegrityError(
-                                f"notebook {notebook_id}: the current records disagree with the"
-                                " checks just made (run oh verify)"
-                            )
-                        written = (entry.version, entry.hash)
-                    case Reuse(prior):
-                        result = self._entry(conn, notebook_id, prior).result()
-                    case Refused() as result:
-                        pass
+                result, written = self._decide(conn, call, heads)
                 conn.execute("COMMIT")
             except BaseException:
                 heads.pop(notebook_id, None)
@@ -952,9 +1180,10 @@ class LibsqlPurgeAccess:
     "Expired" and "within its grace" are judged against the stamp it records, which the
     database bounds by its own clock (``PURGE_CLOCK_ALLOWANCE``), not by the caller's ``now``.
 
-    libsql has no authorizer hook, so this connection uses the standard library's SQLite on the
-    same file (same format, same WAL). Run it in its own process (``oh purge``): two SQLite
-    libraries in one process do not share POSIX lock bookkeeping.
+    It needs an authorizer hook, which only the standard library's SQLite has, so it always uses
+    that driver, the stores' default too. Beside stores on the ``libsql`` driver, run it in its
+    own process (``oh purge`` does): two SQLite libraries in one process do not share POSIX lock
+    bookkeeping.
     """
 
     def __init__(self, path: str | Path, *, busy_wait: float = BUSY_WAIT_SECONDS) -> None:

@@ -18,7 +18,13 @@ from typing import Any
 
 from oh.core.clock import utc_text
 from oh.core.seals import vector_seal
-from oh.storage.libsql import BUSY_WAIT_SECONDS, LibsqlDatabase, Synchronous, translated
+from oh.storage.libsql import (
+    BUSY_WAIT_SECONDS,
+    Driver,
+    LibsqlDatabase,
+    Synchronous,
+    translated,
+)
 
 __all__ = ["VECTOR_TABLES", "LibsqlVectorStore"]
 
@@ -54,8 +60,9 @@ class LibsqlVectorStore(LibsqlDatabase):
         *,
         synchronous: Synchronous = "NORMAL",
         busy_wait: float = BUSY_WAIT_SECONDS,
+        driver: Driver = "sqlite3",
     ) -> None:
-        super().__init__(path, synchronous=synchronous, busy_wait=busy_wait)
+        super().__init__(path, synchronous=synchronous, busy_wait=busy_wait, driver=driver)
 
     # -- notes ----------------------------------------------------------------------------
 

@@ -12,6 +12,10 @@
 -- row of ~25 KB), and a rowid table appends them where a WITHOUT ROWID b-tree would split
 -- leaves around them. The entry hash covers every value here, so `verify` still finds any
 -- alteration, of a count or an array included.
+--
+-- The arrays are aggregated over subqueries ordered by seq rather than with an ORDER BY inside
+-- the aggregate, which SQLite accepts only from 3.44 on: the standard library's SQLite, one of
+-- the two drivers of this file, may be older.
 CREATE TABLE log_entries (
     notebook_id TEXT NOT NULL,
     version     INTEGER NOT NULL CHECK (version >= 1),
@@ -32,16 +36,20 @@ INSERT INTO log_entries (notebook_id, version, request_id, fingerprint, author, 
     prev_hash, hash, changes, op, name, content, digest)
 SELECT l.notebook_id, l.version, l.request_id, l.fingerprint, l.author, l.written_at,
     l.prev_hash, l.hash, c.n,
-    CASE WHEN c.n = 1 THEN c.op ELSE c.ops END,
-    CASE WHEN c.n = 1 THEN c.name ELSE c.names END,
-    CASE WHEN c.n = 1 THEN c.content ELSE c.contents END,
-    CASE WHEN c.n = 1 THEN c.digest ELSE c.digests END
+    CASE WHEN c.n = 1 THEN c.op ELSE (SELECT json_group_array(s.op) FROM (SELECT op FROM log_changes
+        WHERE notebook_id = l.notebook_id AND version = l.version ORDER BY seq) AS s) END,
+    CASE WHEN c.n = 1 THEN c.name ELSE (SELECT json_group_array(s.name) FROM (SELECT name FROM
+        log_changes WHERE notebook_id = l.notebook_id AND version = l.version ORDER BY seq) AS s)
+        END,
+    CASE WHEN c.n = 1 THEN c.content ELSE (SELECT json_group_array(s.content) FROM (SELECT content
+        FROM log_changes WHERE notebook_id = l.notebook_id AND version = l.version ORDER BY seq)
+        AS s) END,
+    CASE WHEN c.n = 1 THEN c.digest ELSE (SELECT json_group_array(s.digest) FROM (SELECT digest
+        FROM log_changes WHERE notebook_id = l.notebook_id AND version = l.version ORDER BY seq)
+        AS s) END
 FROM log AS l JOIN (
     SELECT notebook_id, version, count(*) AS n, min(op) AS op, min(name) AS name,
-        min(content) AS content, min(digest) AS digest,
-        json_group_array(op ORDER BY seq) AS ops, json_group_array(name ORDER BY seq) AS names,
-        json_group_array(content ORDER BY seq) AS contents,
-        json_group_array(digest ORDER BY seq) AS digests
+        min(content) AS content, min(digest) AS digest
     FROM log_changes
     GROUP BY notebook_id, version
 ) AS c ON c.notebook_id = l.notebook_id AND c.version = l.version
