@@ -332,7 +332,7 @@ def test_the_synopses_in_docs_cli_parse_as_written() -> None:
     taken, is accepted by the parser (a renamed flag or command fails here)."""
     fill = {"NAME": "ann", "PACK": "research", "FILE": "x.jsonl", "ID": "nb_x", "DIR": "d"}
     fill |= {"SECONDS": "5", "URL": "x.db", "H": "127.0.0.1", "P": "8765", "MODE": "shadow"}
-    fill |= {"LEVEL": "warning"}
+    fill |= {"LEVEL": "warning", "N": "2"}
     parser = build_parser()
     synopses = re.findall(r"`(oh [^`]+)`", (ROOT / "docs" / "cli.md").read_text())
     parsed = 0

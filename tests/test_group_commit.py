@@ -242,3 +242,32 @@ def test_writers_contending_for_one_notebook_lose_no_update(store: LibsqlMemoryS
     assert sorted(applied) == list(range(1, 121))
     assert len(store.records(notebook_id)) == 120
     assert verify_store(store).ok
+
+
+def test_a_read_does_not_wait_for_a_flush_in_progress(store: LibsqlMemoryStore) -> None:
+    """Reads have a connection of their own: in WAL mode a reader never waits for the writer,
+    so a read answers while a flush (its fsync included) holds the writer's connection."""
+    notebook_id = open_notebook(store)
+    assert isinstance(write(store, notebook_id, 0, "r", add("note:a", "before the flush")), Applied)
+    answers: list[Any] = []
+
+    def read() -> None:
+        answers.append(store.read_record(notebook_id, "note:a")[1])
+        answers.append([r.name for r in store.records(notebook_id)])
+
+    with store._lock:  # as a flush holds it
+        reader = threading.Thread(target=read)
+        reader.start()
+        reader.join(timeout=30)
+        assert not reader.is_alive(), "the read waited for the writer"
+    assert answers[0] is not None and "before the flush" in answers[0].content
+    assert answers[1] == ["note:a"]
+
+
+def test_a_read_made_inside_a_write_reads_that_write(store: LibsqlMemoryStore) -> None:
+    notebook_id = open_notebook(store)
+    with store._write() as conn:
+        conn.execute("UPDATE notebooks SET pinned_revision = 7 WHERE id = ?", (notebook_id,))
+        assert store.notebook(notebook_id).pinned_revision == 7  # the writer's own connection
+        conn.execute("UPDATE notebooks SET pinned_revision = NULL WHERE id = ?", (notebook_id,))
+    assert store.notebook(notebook_id).pinned_revision is None

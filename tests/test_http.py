@@ -650,3 +650,96 @@ def test_the_owner_forgets_one_note_over_http(
         oh_ann.forget_note(notebook, "lead:drop")
     with pytest.raises(InvalidArgument):
         oh_ann.forget_note(notebook, "NotAName")
+
+
+def test_a_tool_call_answered_before_the_router_answers_exactly_as_the_declared_route(
+    tmp_path: Path,
+) -> None:
+    """Tool calls skip FastAPI's router (``oh.http._HostApp``); under a ``root_path`` they take
+    the declared route instead. Both answer every body, good or bad, with the same status,
+    headers and bytes, and a refused body changes nothing on either."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from oh.config import Locations, open_host
+    from oh.http import MAX_BODY_BYTES, create_app
+
+    at = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    host = open_host(Locations.resolve(str(tmp_path / "data")), clock=lambda: at)
+    host.register_document("ann", "doc")
+    notebook, _ = host.open_notebook("ann", "doc", "run-1")
+    token = host.agent_token(notebook.id)
+    json_type = {"Content-Type": "application/json"}
+    cases: list[tuple[str, dict[str, str], bytes]] = [
+        ("remember", json_type, json.dumps(_remembering("note:a")).encode()),
+        ("remember", json_type, json.dumps(_remembering("note:a")).encode()),  # a retry
+        ("read", json_type, b'{"name": "note:a"}'),
+        ("read", json_type, b'{"name": "note:missing"}'),
+        ("read", {"Content-Type": "text/plain"}, b'{"name": "note:a"}'),
+        ("read", {}, b'{"name": "note:a"}'),
+        ("read", json_type, b""),
+        ("read", json_type, b'{"name": '),
+        ("read", json_type, b'{"name": "note:a", "name": "note:b"}'),
+        ("read", json_type, b'{"name": "note:\\ud800"}'),
+        ("read", json_type, b'{"name": "note:a\\u0000"}'),
+        ("query", json_type, b'{"question": "current_notes", "limit": 5.0}'),
+        ("query", json_type, b'{"question": "current_notes", "limit": NaN}'),
+        ("remember", json_type, b"[" * (MAX_BODY_BYTES + 1)),
+        ("explain", json_type, b'{"token": "x.y", "row": 0}'),
+    ]
+
+    async def answers(root_path: str, prefix: str) -> list[tuple[int, str, bytes]]:
+        app = create_app(host, reads_inline=True)
+        transport = httpx.ASGITransport(app=app, root_path=root_path)
+        auth_header = {"Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://oh") as client:
+            out = []
+            for tool, headers, content in cases:
+                answer = await client.post(
+                    f"{prefix}/v1/notebooks/{notebook.id}/tools/{tool}",
+                    content=content,
+                    headers={**auth_header, **headers},
+                )
+                out.append((answer.status_code, answer.headers["content-type"], answer.content))
+            wrong = await client.post(
+                f"{prefix}/v1/notebooks/{notebook.id}/tools/read",
+                content=b'{"name": "note:a"}',
+                headers=json_type,
+            )
+            out.append((wrong.status_code, wrong.headers["content-type"], wrong.content))
+            return out
+
+    try:
+        direct = asyncio.run(answers("", ""))
+        version = host._memory.notebook(notebook.id).version
+        routed = asyncio.run(answers("/oh", "/oh"))
+    finally:
+        host.close()
+    assert version == 1  # the retry and every refused body changed nothing
+    # The second run's first write is a retry of the first run's: the same answer.
+    assert routed == direct
+    statuses = [status for status, _, _ in direct]
+    assert statuses == [
+        200,
+        200,
+        200,
+        404,
+        415,
+        415,
+        400,
+        400,
+        400,
+        400,
+        400,
+        200,
+        400,
+        400,
+        400,
+        401,
+    ]
+    assert {kind for _, kind, _ in direct} == {"application/json"}
+
+
+def _remembering(name: str) -> dict[str, Any]:
+    change = {"op": "add", "record": {"name": name, "text": "seen on the reef"}}
+    return {"based_on": 0, "request_id": "r-1", "changes": [change]}

@@ -706,3 +706,45 @@ def test_over_http_malformed_requests_are_answered_and_the_endpoint_keeps_servin
             )
 
     run(scenario)
+
+
+def test_reads_run_on_the_event_loop_answer_exactly_as_reads_in_a_thread(
+    host: Host, agent: tuple[str, str]
+) -> None:
+    """``reads_inline`` (what ``oh serve`` uses on the embedded database) changes where a read
+    runs, never what it answers: the same calls, in order, give the same results."""
+    changes = [
+        note("finding:threshold", "bleaching above 1 degree"),
+        note("lead:survey", "methods missing", depends_on=["finding:threshold"]),
+    ]
+    assert host.call_tool(agent[1], "remember", remember(0, "r-1", *changes))["version"] == 1
+    calls: list[tuple[str, Any]] = [
+        ("read", {"name": "lead:survey"}),
+        ("read", {"name": "lead:nowhere"}),
+        ("read", {"name": 5}),
+        ("read", {"name": "lead:survey", "unknown": 1}),
+        ("query", {"question": "depends_on", "name": "lead:survey"}),
+        ("query", {"question": "no such question"}),
+        ("explain", {"token": "not-a-token", "row": 0}),
+        ("bootstrap", {}),
+    ]
+
+    async def answers(inline: bool) -> list[Any]:
+        server = build_server(host, agent_token=agent[1], reads_inline=inline)
+        async with Client(server) as client:
+            results = []
+            for tool, arguments in calls:
+                result = await client.call_tool(tool, arguments)
+                results.append((result.is_error, body(result)))
+            query = results[4][1]
+            explained = await client.call_tool("explain", {"token": query["token"], "row": 0})
+            results.append((explained.is_error, body(explained)))
+            return results
+
+    async def scenario() -> None:
+        inline = await answers(True)
+        assert inline == await answers(False)
+        assert not inline[0][0] and inline[1][1]["error"]["code"] == "not_found"
+        assert inline[2][1]["error"]["code"] == "invalid_argument"
+
+    run(scenario)

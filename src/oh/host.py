@@ -54,6 +54,11 @@ __all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "bearer_token"]
 logger = logging.getLogger("oh.host")
 
 DEFAULT_LIST_LIMIT = 50
+# The tools that only read, and briefly: a transport over an embedded database may run them on
+# its event loop (``oh.http.create_app``'s ``reads_inline``), where the hop to a thread and back
+# would cost several times the call. remember waits for the disk, recall for the embedder, and
+# query keeps its answer (a write, which may wait behind another writer's flush).
+INLINE_TOOLS = frozenset({"read", "explain"})
 MAX_LIST_LIMIT = 200
 NOTEBOOK_STATES = ("opening", "open", "expired", "purged", "empty")
 _MAX_CURSOR = 400

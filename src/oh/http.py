@@ -26,6 +26,7 @@ from fastapi.responses import (
     Response,
     StreamingResponse,
 )
+from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -43,6 +44,7 @@ from oh.errors import (
 )
 from oh.host import (
     DEFAULT_LIST_LIMIT,
+    INLINE_TOOLS,
     MAX_LIST_LIMIT,
     Host,
     MemoryCard,
@@ -172,26 +174,7 @@ async def _body(request: Request) -> Any:
     """The request body as JSON read by the input rule every transport shares
     (``oh.core.canonical.parse_input``), refused before parsing when it is too large or not
     declared as JSON."""
-    content_type = request.headers.get("content-type", "")
-    if not _is_json(content_type):
-        raise UnsupportedMediaType(
-            "the body must be JSON, sent as Content-Type: application/json, not"
-            f" {content_type[:80]!r}"
-        )
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _TooLarge()
-    chunks = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise _TooLarge()
-        chunks.append(chunk)
-    raw = b"".join(chunks)
-    if not raw:
-        raise InvalidArgument("a JSON body is required")
-    return parse_input(raw, "request body")
+    return await _read_body(request.headers, request.receive)
 
 
 class _TooLarge(Exception):
@@ -270,8 +253,102 @@ class _Asgi:
         await self.app(scope, receive, send)
 
 
-def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
-    """The reference host's ASGI app. ``mcp`` is ``(asgi_app, lifespan)`` to mount at /mcp."""
+_TOOLS_PREFIX = "/v1/notebooks/"
+_TOOL_NAMES = frozenset(TOOL_NAMES)
+
+
+def _tool_route(path: str) -> tuple[str, str] | None:
+    """``(notebook_id, tool)`` when ``path`` is exactly a tool route, as the router matches it
+    (``{notebook_id}`` is one non-empty segment), else None."""
+    if not path.startswith(_TOOLS_PREFIX):
+        return None
+    notebook_id, _, rest = path[len(_TOOLS_PREFIX) :].partition("/")
+    section, _, tool = rest.partition("/")
+    if not notebook_id or section != "tools" or tool not in _TOOL_NAMES:
+        return None
+    return notebook_id, tool
+
+
+class _HostApp(FastAPI):
+    """The app, with the hot routes answered before the framework's stack.
+
+    A tool call (``POST /v1/notebooks/{id}/tools/{tool}``) and ``/mcp`` are what agents send
+    all the time; routing them through FastAPI's middleware, router (every route matched in
+    turn) and dependency solving costs more than the tool itself, and they use none of it: a
+    tool route reads its own body and answers its own errors. So they go straight to the same
+    handler the declared route runs (``tool_call``), which keeps the route, its OpenAPI entry
+    and every other method on that path (405 and its ``Allow``) exactly as declared. A request
+    under a ``root_path`` takes the ordinary way."""
+
+    tool_call: Callable[[str, str, Headers, Any], Awaitable[Response]] | None = None
+    mcp_route: Any = None
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and not scope.get("root_path") and not self.root_path:
+            path = scope["path"]
+            method = scope["method"]
+            if method == "POST" and self.tool_call is not None:
+                route = _tool_route(path)
+                if route is not None:
+                    call = self.tool_call(route[0], route[1], Headers(scope=scope), receive)
+                    response = await call
+                    await response(scope, receive, send)
+                    return
+            if (
+                path == "/mcp"
+                and self.mcp_route is not None
+                and method in ("GET", "POST", "DELETE")
+            ):
+                await self.mcp_route(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
+
+
+async def _read_body(headers: Headers, receive: Any) -> Any:
+    """``_body`` straight from the ASGI channel: the hot routes have no ``Request``."""
+    content_type = headers.get("content-type", "")
+    if not _is_json(content_type):
+        raise UnsupportedMediaType(
+            "the body must be JSON, sent as Content-Type: application/json, not"
+            f" {content_type[:80]!r}"
+        )
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise _TooLarge()
+    chunks = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _Gone()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise _TooLarge()
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    raw = b"".join(chunks)
+    if not raw:
+        raise InvalidArgument("a JSON body is required")
+    return parse_input(raw, "request body")
+
+
+class _Gone(Exception):
+    """The client went away before its request body was complete."""
+
+
+def create_app(
+    host: Host, *, mcp: tuple[Any, Any] | None = None, reads_inline: bool = False
+) -> FastAPI:
+    """The reference host's ASGI app. ``mcp`` is ``(asgi_app, lifespan)`` to mount at /mcp.
+
+    ``reads_inline`` runs ``read`` and ``explain`` calls on the event loop instead of
+    a worker thread: on an embedded database they take tens of microseconds, and the hop to a
+    thread and back costs about ten times that. Off for a database across the network, whose
+    round trips must not hold up the loop; ``remember`` and ``recall`` always run in a thread.
+    """
+    inline = INLINE_TOOLS if reads_inline else frozenset()
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -281,7 +358,7 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
             async with mcp[1]():
                 yield
 
-    app = FastAPI(
+    app = _HostApp(
         title="Oh reference host",
         version=__version__,
         description=(
@@ -303,6 +380,8 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
     async def run(call: Callable[[], Awaitable[Response]]) -> Response:
         try:
             return await call()
+        except _Gone:
+            return Response(status_code=400)  # nobody is there to read an answer
         except _TooLarge:
             return _error_response(
                 InvalidArgument(f"request body over {MAX_BODY_BYTES} bytes", limit=MAX_BODY_BYTES)
@@ -533,18 +612,26 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
 
         return await run(go)
 
+    async def tool_call(notebook_id: str, tool: str, headers: Headers, receive: Any) -> Response:
+        async def go() -> Response:
+            arguments = await _read_body(headers, receive)
+            token = bearer_token(headers)
+            if tool in inline:
+                body = host.call_tool(token, tool, arguments, notebook_id)
+            else:
+                body = await blocking(host.call_tool, token, tool, arguments, notebook_id)
+            return _result(body)
+
+        return await run(go)
+
+    app.tool_call = tool_call
+
     for tool in TOOL_NAMES:
 
         def make(tool: str) -> Callable[[str, Request], Awaitable[Response]]:
             async def call(notebook_id: str, request: Request) -> Response:
-                async def go() -> Response:
-                    arguments = await _body(request)
-                    body = await blocking(
-                        host.call_tool, bearer_token(request.headers), tool, arguments, notebook_id
-                    )
-                    return _result(body)
-
-                return await run(go)
+                # Reached only under a root_path: ``_HostApp`` answers the rest directly.
+                return await tool_call(notebook_id, tool, request.headers, request.receive)
 
             call.__name__ = f"tool_{tool}"
             call.__doc__ = f"The {tool} tool (see docs/tools.md). 200 also for a refusal."
@@ -693,5 +780,6 @@ def create_app(host: Host, *, mcp: tuple[Any, Any] | None = None) -> FastAPI:
 
     if mcp is not None:
         # A route, not a mount: POST /mcp is answered directly, not redirected to /mcp/.
-        app.add_route("/mcp", _limited(mcp[0]), methods=["GET", "POST", "DELETE"])
+        app.mcp_route = _limited(mcp[0])
+        app.add_route("/mcp", app.mcp_route, methods=["GET", "POST", "DELETE"])
     return app

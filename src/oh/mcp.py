@@ -47,7 +47,7 @@ from starlette.types import ASGIApp
 from oh._version import __version__
 from oh.core.canonical import MAX_INPUT_DEPTH, nested_deeper_than, parse_input
 from oh.errors import InvalidArgument, NotFound
-from oh.host import Host, bearer_token
+from oh.host import INLINE_TOOLS, Host, bearer_token
 from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.tools import TOOL_NAMES
 
@@ -261,11 +261,20 @@ class _Adapter:
     """The MCP handlers of one ``Host``. ``agent_token`` and ``notebook_id`` are fixed for
     stdio and in-process use; on HTTP each request brings its own token."""
 
-    def __init__(self, host: Host, agent_token: str | None, notebook_id: str | None) -> None:
+    def __init__(
+        self,
+        host: Host,
+        agent_token: str | None,
+        notebook_id: str | None,
+        inline: frozenset[str] = frozenset(),
+    ) -> None:
         self.host = host
         self.agent_token = agent_token
         self.notebook_id = notebook_id
+        self.inline = inline
         self.tools = tool_names(host)
+        # The SDK asks for a tool's input schema on every call: copied once, not each time.
+        self._input_schemas = {tool: copy.deepcopy(ARGUMENTS[tool]) for tool in self.tools}
 
     def token(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         if isinstance(ctx.request, Request):
@@ -277,8 +286,11 @@ class _Adapter:
     ) -> dict[str, Any]:
         """Run ``tool`` (or the bootstrap) for the caller of this request."""
         token = self.token(ctx)
-        # Host and storage block; the event loop keeps serving other agents meanwhile.
         # Host.call_tool turns every error into a body: it is this transport's catch-all.
+        if tool in self.inline:
+            # A read on an embedded database is shorter than the hop to a thread.
+            return self.host.call_tool(token, tool, arguments, self.notebook_id)
+        # Host and storage block; the event loop keeps serving other agents meanwhile.
         return await anyio.to_thread.run_sync(
             self.host.call_tool, token, tool, arguments, self.notebook_id
         )
@@ -286,7 +298,7 @@ class _Adapter:
     # -- tools ----------------------------------------------------------------------------
 
     def input_schema(self, tool: str) -> dict[str, Any] | None:
-        return copy.deepcopy(ARGUMENTS[tool]) if tool in self.tools else None
+        return self._input_schemas.get(tool)
 
     async def list_tools(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -399,12 +411,19 @@ class _Adapter:
 
 
 def build_server(
-    host: Host, *, agent_token: str | None = None, notebook_id: str | None = None
+    host: Host,
+    *,
+    agent_token: str | None = None,
+    notebook_id: str | None = None,
+    reads_inline: bool = False,
 ) -> Server[Any]:
     """The MCP server of ``host``. With ``agent_token`` (stdio, in-process clients) every call
     uses that credential, and with ``notebook_id`` it must belong to that notebook; over HTTP
-    the request's bearer token is used instead."""
-    adapter = _Adapter(host, agent_token, notebook_id)
+    the request's bearer token is used instead. ``reads_inline`` runs ``read``, ``query`` and
+    ``explain`` on the event loop rather than in a thread (``oh.http.create_app`` says when)."""
+    adapter = _Adapter(
+        host, agent_token, notebook_id, INLINE_TOOLS if reads_inline else frozenset()
+    )
     server: Server[Any] = Server(
         "oh",
         version=__version__,
@@ -429,16 +448,22 @@ class McpEndpoint(NamedTuple):
     lifespan: Callable[[], AbstractAsyncContextManager[None]]
 
 
-def mcp_app(host: Host, *, security: TransportSecuritySettings | None = None) -> McpEndpoint:
+def mcp_app(
+    host: Host,
+    *,
+    security: TransportSecuritySettings | None = None,
+    reads_inline: bool = False,
+) -> McpEndpoint:
     """The streamable HTTP endpoint of ``host``, to mount at ``/mcp``.
 
     Stateless and with JSON responses: no MCP session lives in the process, so any number of
     ``oh serve`` processes can answer one agent, and the bearer token of each request selects
     the notebook. ``security`` turns on the SDK's DNS-rebinding checks (Host/Origin lists); an
     agent token travels in a header, never in a cookie, so a browser cannot lend one.
+    ``reads_inline`` as for ``build_server``.
     """
     manager = StreamableHTTPSessionManager(
-        app=build_server(host),
+        app=build_server(host, reads_inline=reads_inline),
         stateless=True,
         json_response=True,
         security_settings=security,

@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import argparse
 import errno
+import multiprocessing
 import os
 import shlex
 import shutil
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from oh._version import __version__
@@ -29,7 +34,7 @@ from oh.config import (
     open_agent_host,
     open_host,
 )
-from oh.errors import Forbidden, Unauthenticated
+from oh.errors import Forbidden, OhError, Unauthenticated
 
 __all__ = [
     "cmd_mcp",
@@ -41,6 +46,7 @@ __all__ = [
     "location_flags",
     "oh_command",
     "owner_token_command",
+    "parse_workers",
     "this_oh",
 ]
 
@@ -50,6 +56,23 @@ def configure_serve(command: argparse.ArgumentParser) -> None:
     command.add_argument("--host", default="127.0.0.1", help="address (127.0.0.1)")
     command.add_argument("--port", type=int, default=8765, help="port (8765)")
     command.add_argument("--log-level", default="warning", help="uvicorn log level")
+    command.add_argument(
+        "--workers",
+        type=parse_workers,
+        default=1,
+        metavar="N",
+        help="server processes answering on the same port over the same databases (1)",
+    )
+
+
+def parse_workers(text: str) -> int:
+    """``--workers``: a whole number of processes, at least 1."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 4:
+        raise argparse.ArgumentTypeError(f"not a whole number of processes: {text!r}")
+    workers = int(text)
+    if workers < 1:
+        raise argparse.ArgumentTypeError("at least 1 process is needed")
+    return workers
 
 
 def configure_mcp(command: argparse.ArgumentParser) -> None:
@@ -89,21 +112,66 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # bound (--port 0 lets the system choose).
     listener = _listen(args.host, args.port)
     try:
+        port = int(listener.getsockname()[1])
+        shown_host = f"[{args.host}]" if ":" in args.host else args.host
+        base = f"http://{shown_host}:{port}"
+        worker = _Worker(
+            locations=locations,
+            recall=RecallConfig.resolve(locations, args.recall, args.recall_deadline),
+            base=base,
+            owner_token_command=owner_token_command(locations),
+            log_level=args.log_level,
+        )
+        banner = _banner(locations, base)
+        workers = getattr(args, "workers", 1)
+        if workers == 1:
+            worker.serve(listener, lambda: print("\n".join(banner), flush=True))
+        else:
+            return _supervise(worker, workers, listener, banner)
+    finally:
+        listener.close()
+    return 0
+
+
+@dataclass(frozen=True)
+class _Worker:
+    """What one serving process needs: the same in the only process and in each of N."""
+
+    locations: Locations
+    recall: RecallConfig
+    base: str
+    owner_token_command: str
+    log_level: str
+
+    def serve(
+        self,
+        listener: socket.socket,
+        started: Callable[[], None],
+        *,
+        background: bool = True,
+    ) -> None:
+        """Serve on ``listener`` until told to stop; ``started`` once it accepts connections.
+
+        ``background`` says whether this process runs the host's background work (the recall
+        catch-up loop): with N processes only the first does. The others would only repeat it
+        (its writes are idempotent) and every query reads the vectors it stored anyway."""
         import uvicorn
 
         from oh.http import create_app
         from oh.mcp import mcp_app
 
-        port = int(listener.getsockname()[1])
-        shown_host = f"[{args.host}]" if ":" in args.host else args.host
-        base = f"http://{shown_host}:{port}"
-        recall = RecallConfig.resolve(locations, args.recall, args.recall_deadline)
         host = open_agent_host(
-            locations, recall, public_url=base, owner_token_command=owner_token_command(locations)
+            self.locations,
+            self.recall,
+            public_url=self.base,
+            owner_token_command=self.owner_token_command,
         )
         try:
-            app = create_app(host, mcp=mcp_app(host))
-            banner = _banner(locations, base)
+            if not background and host.recall_catch_up is not None:
+                host.recall_catch_up.stop()
+            # Reads run on the event loop only when the database is a local file.
+            inline = not is_postgres_url(self.locations.memory_url)
+            app = create_app(host, mcp=mcp_app(host, reads_inline=inline), reads_inline=inline)
 
             class Server(uvicorn.Server):
                 async def startup(self, sockets: list[socket.socket] | None = None) -> None:
@@ -111,15 +179,83 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     # Only now is the socket accepting: a client that reads "serving" and
                     # connects at once is answered.
                     if self.started:
-                        print("\n".join(banner), flush=True)
+                        started()
 
-            config = uvicorn.Config(app, log_level=args.log_level)
+            config = uvicorn.Config(app, log_level=self.log_level)
             Server(config).run(sockets=[listener])
         finally:
             close_host(host)  # uvicorn has stopped serving: end the background work
+
+
+def _run_worker(worker: _Worker, index: int, listener: socket.socket, ready: Any) -> None:
+    """One of N serving processes (started by ``_supervise``)."""
+    try:
+        worker.serve(listener, ready.set, background=index == 0)
+    except OhError as exc:
+        raise SystemExit(f"oh serve: worker {index}: {exc.code}: {exc.message}") from None
+
+
+def _supervise(worker: _Worker, count: int, listener: socket.socket, banner: list[str]) -> int:
+    """``--workers N``: N processes accepting on the one bound socket, started one after the
+    other (the first creates or migrates what the databases lack before the next opens them);
+    the banner once all of them serve. A process that ends while serving is started again;
+    one that cannot start stops them all (exit status 1). SIGTERM or SIGINT stops them all."""
+    context = multiprocessing.get_context("spawn")
+    stopping = threading.Event()
+
+    def stop(_signum: int, _frame: Any) -> None:
+        stopping.set()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    processes: dict[int, Any] = {}
+
+    def start(index: int) -> bool:
+        ready = context.Event()
+        process = context.Process(
+            target=_run_worker,
+            args=(worker, index, listener, ready),
+            name=f"oh-serve-{index}",
+        )
+        process.start()
+        processes[index] = process
+        while not ready.wait(0.05):
+            if not process.is_alive() or stopping.is_set():
+                return False
+        return True
+
+    try:
+        for index in range(count):
+            if not start(index):
+                if stopping.is_set():
+                    return 0
+                print(f"oh serve: worker {index} did not start", file=sys.stderr, flush=True)
+                return 1
+        print("\n".join(banner), flush=True)
+        while not stopping.is_set():
+            for index, process in list(processes.items()):
+                if not process.is_alive() and not stopping.is_set():
+                    print(
+                        f"oh serve: worker {index} ended (exit status {process.exitcode});"
+                        " starting it again",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    if not start(index) and not stopping.is_set():
+                        print(f"oh serve: worker {index} did not start", file=sys.stderr)
+                        return 1
+            stopping.wait(0.2)
+        return 0
     finally:
-        listener.close()
-    return 0
+        for process in processes.values():
+            if process.is_alive():
+                process.terminate()  # uvicorn's graceful shutdown
+        for process in processes.values():
+            process.join(30)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _listen(host: str, port: int) -> socket.socket:
