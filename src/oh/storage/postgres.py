@@ -7,6 +7,12 @@ so writers to one notebook take turns across every process and server; the prima
 What a write means comes from ``oh.core`` exactly as on the embedded backend; only I/O
 differs, so digests, hashes and canonical content are byte-identical on both.
 
+A ``remember`` is one statement in the common case (``oh_remember``, migration 0006): the
+entry is built in Python on the head the store last saw and the database writes it under the
+row lock only if ``decide`` would have written that very entry; anything else goes the full
+path (locked reads, ``decide``, writes). The pool checks a connection at checkout only if it
+sat idle a while (``CHECK_AFTER_IDLE``): the check is a round trip of its own.
+
 Driver errors are translated in ``translated`` and nowhere else. ``psycopg`` (the ``postgres``
 extra) is imported when a store is opened, so ``import oh`` works without it.
 
@@ -20,17 +26,21 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from oh.core.changes import (
+    Applied,
     LogEntry,
     LoggedChange,
     Refused,
     RememberResult,
+    genesis_hash,
 )
 from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
@@ -69,6 +79,7 @@ __all__ = [
 
 MEMORY_MIGRATIONS = "oh.storage.migrations.postgres"
 POOL_TIMEOUT = 10.0  # seconds to wait for a free connection before storage_unavailable
+CHECK_AFTER_IDLE = 1.0  # seconds idle in the pool after which a connection is checked on checkout
 EXTRA_HINT = "PostgreSQL storage needs the postgres extra: pip install 'oh[postgres]'"
 
 
@@ -289,6 +300,38 @@ def roles_sql(*, schema: str = "oh", app_role: str = "oh_app", purge_role: str =
 # -- the database ------------------------------------------------------------------------------
 
 
+class _CheckWhenIdle:
+    """The pool's checkout check, sent only for a connection idle ``CHECK_AFTER_IDLE`` or more.
+
+    The check is a round trip, as costly as a whole ``remember``: skipped for a connection
+    back from use a moment ago, which a server restart is unlikely to have cut since. One it
+    did cut fails its next statement and the pool discards it: ``remember`` sends its one
+    statement again on a new connection (it is idempotent); any other call answers
+    ``storage_unavailable`` once (callers retry identically). One that sat idle longer is
+    checked and replaced at checkout.
+    """
+
+    def __init__(self, check: Callable[[Any], None]) -> None:
+        self._check = check
+        self._returned: WeakKeyDictionary[Any, float] = WeakKeyDictionary()
+
+    @contextmanager
+    def connection(self, pool: ConnectionPool[Any]) -> Iterator[psycopg.Connection[Any]]:
+        """``pool.connection()``, noting when the connection goes back. (Not the pool's
+        ``reset`` callback: with one the pool returns every connection through its worker
+        thread, which the next checkout waits for.)"""
+        with pool.connection() as conn:
+            try:
+                yield conn
+            finally:
+                self._returned[conn] = time.monotonic()
+
+    def __call__(self, conn: Any) -> None:
+        returned = self._returned.get(conn)
+        if returned is None or time.monotonic() - returned >= CHECK_AFTER_IDLE:
+            self._check(conn)
+
+
 class PostgresDatabase:
     """A connection pool on one PostgreSQL database, migrated on open. Thread-safe."""
 
@@ -307,6 +350,7 @@ class PostgresDatabase:
     ) -> None:
         self.full_compaction = full_compaction
         _, psycopg_pool = _psycopg()
+        self._check = check = _CheckWhenIdle(psycopg_pool.ConnectionPool.check_connection)
         self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             url,
             min_size=min_size,
@@ -314,7 +358,7 @@ class PostgresDatabase:
             timeout=timeout,
             open=False,
             kwargs={"autocommit": False, "application_name": application_name},
-            check=psycopg_pool.ConnectionPool.check_connection,
+            check=check,
             name=f"oh-{self.COMPONENT or 'db'}",
         )
         with translated():
@@ -327,6 +371,10 @@ class PostgresDatabase:
                 self._pool.close()
                 raise
 
+    def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A connection of the pool, for one transaction (checked first only if it sat idle)."""
+        return self._check.connection(self._pool)
+
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         """One READ COMMITTED transaction, committed at the end, rolled back on any error.
@@ -335,13 +383,13 @@ class PostgresDatabase:
         before it, a fetch waits for what it needs, the commit for the rest. So ``BEGIN``,
         a write's statements and ``COMMIT`` cost round trips only where a result is needed.
         """
-        with translated(), self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with translated(), self._connection() as conn, conn.pipeline(), conn.transaction():
             yield conn
 
     @contextmanager
     def _snapshot(self) -> Iterator[psycopg.Connection[Any]]:
         """One read-only transaction that sees one snapshot across several statements."""
-        with translated(), self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+        with translated(), self._connection() as conn, conn.pipeline(), conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             yield conn
 
@@ -401,6 +449,23 @@ _RECORD_CHECKS = (
 )
 
 
+# A remember call in one statement (migration 0006), psycopg placeholders: the five arrays
+# of changes go in binary (``%b``), which psycopg adapts in about half the time of text.
+_REMEMBER = (
+    "SELECT status, version, head_hash, names, digests FROM"
+    " oh_remember(%s, %s, %s, %s, %s, %s, %s, %s, %b, %b, %b, %b, %b)"
+)
+HEADS_KEPT = 1024  # notebooks whose head a store remembers (a guess each; see ``_remember``)
+
+
+def _remember_head(
+    heads: dict[str, tuple[int, str]], notebook_id: str, version: int, head_hash: str
+) -> None:
+    if len(heads) >= HEADS_KEPT and notebook_id not in heads:
+        heads.clear()
+    heads[notebook_id] = (version, head_hash)
+
+
 def _counts(value: Any) -> dict[str, int]:
     if isinstance(value, str):
         value = json.loads(value)
@@ -414,6 +479,12 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     COMPONENT = "memory"
     MIGRATIONS = MEMORY_MIGRATIONS
 
+    def __init__(self, url: str, **options: Any) -> None:
+        # The (version, head hash) of each notebook as this store last wrote or was told it:
+        # only a guess to build the next entry on, which ``oh_remember`` checks under the lock.
+        self._known_heads: dict[str, tuple[int, str]] = {}
+        super().__init__(url, **options)
+
     @contextmanager
     def _ephemeral(self) -> Iterator[QmarkConnection]:
         """A transaction whose commit does not wait for the WAL flush."""
@@ -426,6 +497,87 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     # -- writes ---------------------------------------------------------------------------
 
     def _remember(self, call: Call) -> RememberResult:
+        """One statement, one round trip, in the common case: the entry is built on the head
+        this store last saw (the genesis head for a first write) and ``oh_remember`` (migration
+        0006) writes it under the notebook's row lock only if ``decide`` would have written
+        that very entry; an identical retry and a stale call are answered by it too. Whatever
+        it does not settle (an error to raise, a head it did not know) writes nothing and goes
+        the full path, ``_decide_and_write``."""
+        notebook_id, based_on = call.notebook_id, call.based_on
+        names = call.names
+        if len(set(names)) != len(names):
+            return self._decide_and_write(call)  # one upsert per name: the full path's form
+        heads = self._known_heads
+        known = heads.get(notebook_id)
+        if known is not None and known[0] == based_on:
+            head: str | None = known[1]
+        else:
+            head = genesis_hash(notebook_id) if based_on == 0 else None
+        for _ in range(2):  # a second time only after 'head' told us the head to build on
+            entry = None if head is None else call.entry(based_on + 1, head)
+            try:
+                status, version, head_hash, written, digests = self._one_round_trip(call, entry)
+            except BaseException:
+                heads.pop(notebook_id, None)
+                raise
+            if status == "applied":
+                _remember_head(heads, notebook_id, version, head_hash)
+                return call.applied(version)
+            if status == "reused":
+                return Applied(version, tuple(zip(written, digests, strict=True)))
+            if status == "stale":
+                _remember_head(heads, notebook_id, version, head_hash)
+                return Refused(current_version=version)
+            if status != "head":
+                break
+            _remember_head(heads, notebook_id, version, head_hash)
+            head = head_hash
+        heads.pop(notebook_id, None)
+        return self._decide_and_write(call)
+
+    def _one_round_trip(self, call: Call, entry: LogEntry | None) -> Any:
+        """``oh_remember`` alone in its transaction: on an autocommit connection one statement
+        is one transaction, sent with its commit in one round trip."""
+        logged = call.logged
+        params = (
+            call.notebook_id,
+            call.based_on,
+            call.request_id,
+            call.fingerprint,
+            call.author,
+            call.written_at,
+            None if entry is None else entry.prev_hash,
+            None if entry is None else entry.hash,
+            [c.op for c in logged],
+            [c.name for c in logged],
+            [kind_of(c.name) for c in logged],
+            [c.content for c in logged],
+            [c.digest for c in logged],
+        )
+        psycopg, _ = _psycopg()
+        for attempt in (1, 2):
+            try:
+                with translated(), self._connection() as conn:
+                    conn.autocommit = True
+                    try:
+                        row = conn.execute(_REMEMBER, params).fetchone()
+                    finally:
+                        with suppress(Exception):  # a broken connection: the pool discards it
+                            conn.autocommit = False
+                break
+            except StorageUnavailable as exc:
+                # A connection the pool handed out unchecked (``_CheckWhenIdle``) that a server
+                # restart cut: sent once more on a new one. Safe whatever the first reached:
+                # the call is idempotent by its request id, so a first that committed is
+                # answered as the original by the second.
+                if attempt == 2 or not isinstance(exc.__cause__, psycopg.OperationalError):
+                    raise
+        if row is None:
+            raise StorageUnavailable("storage error: oh_remember answered nothing")
+        return row
+
+    def _decide_and_write(self, call: Call) -> RememberResult:
+        """The full path: read what ``decide`` needs under the row lock, decide, write."""
         notebook_id, request_id = call.notebook_id, call.request_id
         with self._write() as conn:
             # The row lock is its own statement, first: in READ COMMITTED each later statement
@@ -454,19 +606,24 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             seen = Seen(
                 state, forgets_at, version, head_hash, prior_version, prior_fingerprint, existing
             )
+            written: LogEntry | None = None
+            result: RememberResult
             match decide(call, seen):
-                case Write(entry, result):
+                case Write(entry, applied):
                     self._log_entry(conn, notebook_id, entry)
                     self._apply_current(conn, notebook_id, entry)
                     conn.execute(
                         "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
                         (entry.version, entry.hash, notebook_id),
                     )
-                    return result
+                    written, result = entry, applied
                 case Reuse(prior):
-                    return self._entry(conn, notebook_id, prior).result()
+                    result = self._entry(conn, notebook_id, prior).result()
                 case Refused() as refused:
-                    return refused
+                    result = refused
+        if written is not None:  # committed
+            _remember_head(self._known_heads, notebook_id, written.version, written.hash)
+        return result
 
     @staticmethod
     def _log_entry(conn: Connection, notebook_id: str, entry: LogEntry) -> None:
