@@ -1,27 +1,76 @@
 """``oh verify``: replay every log, check every hash chain and digest, compare every derived
 copy (current tables, kept answers, similarity vectors) with what the logs say.
 
-Exit status 0 when everything checks out, 1 when anything does not.
+Exit status 0 when everything checks out, 1 when anything does not. ``--jobs N`` shares the
+notebooks among N processes, this one and N - 1 workers (default: the cores this process may
+use), each worker opening its own read connections to the same databases; the report is the
+same as with ``--jobs 1``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import sys
 
 from oh.cli.options import read_locations
-from oh.config import open_knowledge_store, open_memory_store
-from oh.verify import verify_knowledge, verify_reviewed_vectors, verify_store
+from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.errors import InvalidArgument
+from oh.storage.base import KnowledgeSource, MemoryStore
+from oh.verify import SPREAD_FROM_ENTRIES, verify_knowledge, verify_reviewed_vectors, verify_store
 
-__all__ = ["cmd_verify", "configure_verify"]
+__all__ = ["MAX_JOBS", "cmd_verify", "configure_verify", "default_jobs", "parse_jobs"]
+
+MAX_JOBS = 256
 
 
 def configure_verify(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="print the report as JSON")
+    command.add_argument(
+        "--jobs",
+        metavar="N",
+        help=(
+            "processes sharing the notebooks, this one included; 1 verifies in this process"
+            " alone (default: the cores this process may use; data with one notebook or fewer"
+            f" than {SPREAD_FROM_ENTRIES:,} log entries is verified in this process alone)"
+        ),
+    )
+
+
+def default_jobs() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def parse_jobs(text: str | None) -> int:
+    """``--jobs``: a whole number of processes from 1 to ``MAX_JOBS``; unset is the default."""
+    if text is None:
+        return default_jobs()
+    if not (text.isascii() and text.isdigit()) or len(text) > 6:
+        raise InvalidArgument(f"--jobs must be a whole number of processes, not {text!r}")
+    jobs = int(text)
+    if not 1 <= jobs <= MAX_JOBS:
+        raise InvalidArgument(f"--jobs must be from 1 to {MAX_JOBS}, not {jobs}")
+    return jobs
+
+
+def _reopen(locations: Locations) -> tuple[MemoryStore, KnowledgeSource | None]:
+    """A worker's own connections to the databases the command opened (run in the worker)."""
+    store = open_memory_store(locations)
+    try:
+        return store, open_knowledge_store(locations)
+    except BaseException:
+        store.close()
+        raise
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
+    jobs = parse_jobs(getattr(args, "jobs", None))  # refused before anything is opened
     locations = read_locations(args)
     locations.prepare()
     store = open_memory_store(locations)
@@ -37,7 +86,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
                 print(f"\rverifying notebooks {done}/{total}", end="", file=sys.stderr)
 
         # Kept answers at a pinned revision are recomputed with the knowledge base they pin.
-        report = verify_store(store, progress, knowledge=knowledge)
+        report = verify_store(
+            store,
+            progress,
+            knowledge=knowledge,
+            jobs=jobs,
+            reopen=functools.partial(_reopen, locations),
+        )
         knowledge_report = verify_knowledge(knowledge)
         verify_reviewed_vectors(store, knowledge, knowledge_report)
     finally:
