@@ -18,9 +18,9 @@ import json
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from oh.access import Credentials, Documents, bearer_token
@@ -43,6 +43,7 @@ from oh.errors import (
 from oh.knowledge import Knowledge
 from oh.notebooks import DEFAULT_LIFETIME, Notebooks
 from oh.profiles import Profiles
+from oh.schemas import Remember
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
 from oh.tools import Caller, RecallService, Tools
 
@@ -577,11 +578,50 @@ class Host:
             caller = self.caller(token, notebook_id)
             result = self._tools.run(caller, tool, arguments)
         except Exception as exc:  # the catch-all of HTTP's and MCP's tool calls
-            error = public_error(exc)
-            if isinstance(error, Bug):
-                logger.exception("tool %s failed unexpectedly", tool)
-            self.metrics.tool(tool, error.outcome, (self.clock() - started).total_seconds())
-            return error.to_json()
+            return self._refused(tool, exc, started)
+        return self._answered(tool, caller, result, started)
+
+    def remember_all(
+        self, calls: Sequence[tuple[str | None, Any, str | None]]
+    ) -> list[dict[str, Any]]:
+        """``call_tool(token, "remember", arguments, notebook_id)`` for several calls at once,
+        each answered exactly as alone (the same bodies, metrics and memory cards); their
+        writes may share one flush (``MemoryStore.remember_all``). A transport that has several
+        remember calls waiting hands them over together."""
+        started = self.clock()
+        bodies: list[dict[str, Any] | None] = [None] * len(calls)
+        parsed: list[tuple[int, Caller, Remember]] = []
+        for index, (token, arguments, notebook_id) in enumerate(calls):
+            try:
+                caller = self.caller(token, notebook_id)
+                remember = self._tools.parse("remember", arguments)
+                assert isinstance(remember, Remember)
+                parsed.append((index, caller, remember))
+            except Exception as exc:
+                bodies[index] = self._refused("remember", exc, started)
+        try:
+            answers = self._tools.remember_all([(caller, a) for _, caller, a in parsed])
+        except Exception as exc:  # a bug: every call of the batch answers it
+            answers = [exc] * len(parsed)
+        for (index, caller, _), answer in zip(parsed, answers, strict=True):
+            if isinstance(answer, Exception):
+                bodies[index] = self._refused("remember", answer, started)
+            else:
+                bodies[index] = self._answered("remember", caller, answer, started)
+        return [body for body in bodies if body is not None]
+
+    def _refused(self, tool: str, exc: Exception, started: datetime) -> dict[str, Any]:
+        """A tool call's failure as its error body, counted (a bug also logged)."""
+        error = public_error(exc)
+        if isinstance(error, Bug):
+            logger.exception("tool %s failed unexpectedly", tool, exc_info=exc)
+        self.metrics.tool(tool, error.outcome, (self.clock() - started).total_seconds())
+        return error.to_json()
+
+    def _answered(
+        self, tool: str, caller: Caller, result: dict[str, Any], started: datetime
+    ) -> dict[str, Any]:
+        """A tool call's result, counted, with the memory card it makes."""
         elapsed = (self.clock() - started).total_seconds()
         outcome = result.get("status", "ok") if tool == "remember" else "ok"
         self.metrics.tool(tool, outcome, elapsed)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -338,8 +339,77 @@ class _Gone(Exception):
     """The client went away before its request body was complete."""
 
 
+class _Batches:
+    """Remember calls that arrive while a batch of them is being written wait for the next
+    batch, which takes every one waiting (at most ``BATCH_LIMIT``) to one worker thread in one
+    hop and one ``Host.remember_all``, whose writes share a flush. One call alone goes at once,
+    as before. Each call is answered exactly as ``Host.call_tool`` would answer it."""
+
+    def __init__(self, run: Callable[[list[Any]], list[dict[str, Any]]]) -> None:
+        self._run = run
+        self._waiting: list[tuple[Any, asyncio.Future[dict[str, Any]]]] = []
+        self._drain: asyncio.Task[None] | None = None
+        self._last = 1  # how many calls the last batch held
+        self._seconds = 0.0  # how long it took
+        self._enough: asyncio.Event | None = None  # set once ``_last`` calls wait
+
+    async def submit(self, call: Any) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[str, Any]] = loop.create_future()
+        self._waiting.append((call, answer))
+        if self._enough is not None and len(self._waiting) >= self._last:
+            self._enough.set()
+        if self._drain is None:
+            self._drain = loop.create_task(self._write())
+        return await answer
+
+    async def _gather(self) -> None:
+        """After a batch of several, the clients it answered are sending their next calls:
+        wait (at most half that batch's time, never beyond 1 ms) until as many wait, rather
+        than write the first alone and the rest one flush later."""
+        if self._last <= 1 or len(self._waiting) >= self._last:
+            return
+        self._enough = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._enough.wait(), min(self._seconds / 2, 0.001))
+        except TimeoutError:
+            pass
+        finally:
+            self._enough = None
+
+    async def _write(self) -> None:
+        try:
+            while self._waiting:
+                await self._gather()
+                started = time.perf_counter()
+                batch = self._waiting[:BATCH_LIMIT]
+                del self._waiting[:BATCH_LIMIT]
+                try:
+                    bodies = await asyncio.to_thread(self._run, [call for call, _ in batch])
+                except BaseException as exc:
+                    for _, answer in batch:
+                        if not answer.done():
+                            answer.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                    continue
+                self._last, self._seconds = len(batch), time.perf_counter() - started
+                for (_, answer), body in zip(batch, bodies, strict=True):
+                    if not answer.done():  # its client may have gone
+                        answer.set_result(body)
+        finally:
+            self._drain = None
+
+
+BATCH_LIMIT = 64  # remember calls handed to one worker thread at once
+
+
 def create_app(
-    host: Host, *, mcp: tuple[Any, Any] | None = None, reads_inline: bool = False
+    host: Host,
+    *,
+    mcp: tuple[Any, Any] | None = None,
+    reads_inline: bool = False,
+    batch_writes: bool = False,
 ) -> FastAPI:
     """The reference host's ASGI app. ``mcp`` is ``(asgi_app, lifespan)`` to mount at /mcp.
 
@@ -347,8 +417,12 @@ def create_app(
     a worker thread: on an embedded database they take tens of microseconds, and the hop to a
     thread and back costs about ten times that. Off for a database across the network, whose
     round trips must not hold up the loop; ``remember`` and ``recall`` always run in a thread.
+    ``batch_writes`` hands the remember calls that wait together to one thread at once
+    (``_Batches``): for the embedded database, whose store writes them in one flush; a
+    database across the network gains more from calls in parallel on their own connections.
     """
     inline = INLINE_TOOLS if reads_inline else frozenset()
+    writes = _Batches(host.remember_all) if batch_writes else None
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -618,6 +692,8 @@ def create_app(
             token = bearer_token(headers)
             if tool in inline:
                 body = host.call_tool(token, tool, arguments, notebook_id)
+            elif tool == "remember" and writes is not None:
+                body = await writes.submit((token, arguments, notebook_id))
             else:
                 body = await blocking(host.call_tool, token, tool, arguments, notebook_id)
             return _result(body)

@@ -12,14 +12,14 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from oh.core.answers import Answer, answer_id
 from oh.core.canonical import canonical_text
-from oh.core.changes import Change, Remove
+from oh.core.changes import Change, RememberResult, Remove
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
 from oh.core.notebook import Notebook, check_writable
 from oh.errors import (
@@ -32,7 +32,7 @@ from oh.errors import (
 from oh.profiles import Profiles, Schema
 from oh.query import TokenSigner, ask, describe
 from oh.schemas import Explain, Query, Read, Recall, Remember, parse_arguments
-from oh.storage.base import KnowledgeSource, MemoryStore
+from oh.storage.base import KnowledgeSource, MemoryStore, RememberRequest
 from oh.view import Views
 
 __all__ = [
@@ -67,6 +67,10 @@ class RecallService(Protocol):
     def recall(self, notebook: Notebook, text: str, limit: int) -> dict[str, Any]:
         """``{"rows": [{"name", "digest", "origin", "score"}], "pending": int}``."""
         ...
+
+
+def _answer(result: RememberResult | Exception) -> dict[str, Any] | Exception:
+    return result if isinstance(result, Exception) else result.to_json()
 
 
 class Tools:
@@ -121,9 +125,7 @@ class Tools:
         try:
             if tool == "bootstrap":
                 return self.bootstrap(caller)
-            if tool not in TOOL_NAMES:
-                raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}")
-            match parse_arguments(tool, arguments):
+            match self.parse(tool, arguments):
                 case Remember() as parsed:
                     return self.remember(caller, parsed)
                 case Query() as parsed:
@@ -137,6 +139,16 @@ class Tools:
         except (RecursionError, MemoryError) as exc:
             raise InvalidArgument(f"arguments too large or deep: {type(exc).__name__}") from None
         raise AssertionError(f"no parser answers {tool}")  # pragma: no cover
+
+    @staticmethod
+    def parse(tool: str, arguments: Any) -> Remember | Query | Read | Explain | Recall:
+        """A tool's arguments read by its parser and checked against its published schema."""
+        if tool not in TOOL_NAMES:
+            raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOL_NAMES)}")
+        try:
+            return parse_arguments(tool, arguments)
+        except (RecursionError, MemoryError) as exc:
+            raise InvalidArgument(f"arguments too large or deep: {type(exc).__name__}") from None
 
     def _open_notebook(self, caller: Caller) -> Notebook:
         """The caller's notebook, refused unless it is open; an advisory check for the write
@@ -159,6 +171,33 @@ class Tools:
             now=self.clock(),
         )
         return result.to_json()
+
+    def remember_all(
+        self, calls: Sequence[tuple[Caller, Remember]]
+    ) -> list[dict[str, Any] | Exception]:
+        """Several ``remember`` calls at once (``MemoryStore.remember_all``: they may share one
+        flush), each answered exactly as ``remember`` answers it alone: its result, or the
+        error it raised."""
+        requests: list[RememberRequest] = []
+        answers: list[dict[str, Any] | Exception | None] = []
+        for caller, arguments in calls:
+            try:
+                notebook = self._open_notebook(caller)
+                requests.append(
+                    RememberRequest(
+                        caller.notebook_id,
+                        arguments.based_on,
+                        arguments.request_id,
+                        self._checked(notebook, arguments.changes),
+                        caller.author,
+                        self.clock(),
+                    )
+                )
+                answers.append(None)
+            except Exception as exc:
+                answers.append(exc)
+        results = iter(self.memory.remember_all(requests))
+        return [_answer(next(results)) if answer is None else answer for answer in answers]
 
     def _checked(self, notebook: Notebook, changes: tuple[Change, ...]) -> tuple[Change, ...]:
         """Validate and canonicalize ``fields`` of kinds that belong to a profile installed at

@@ -171,7 +171,12 @@ class _Worker:
                 host.recall_catch_up.stop()
             # Reads run on the event loop only when the database is a local file.
             inline = not is_postgres_url(self.locations.memory_url)
-            app = create_app(host, mcp=mcp_app(host, reads_inline=inline), reads_inline=inline)
+            app = create_app(
+                host,
+                mcp=mcp_app(host, reads_inline=inline),
+                reads_inline=inline,
+                batch_writes=inline,
+            )
 
             class Server(uvicorn.Server):
                 async def startup(self, sockets: list[socket.socket] | None = None) -> None:

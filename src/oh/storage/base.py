@@ -7,7 +7,7 @@ lifecycle) lives above this protocol, never in a backend.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple, Protocol
@@ -30,6 +30,7 @@ __all__ = [
     "PurgeAccess",
     "RecordCheck",
     "RegisteredDocument",
+    "RememberRequest",
     "VectorRow",
 ]
 
@@ -117,6 +118,13 @@ class MemoryStore(Protocol):
         now: datetime,
     ) -> RememberResult:
         """Apply a validated write atomically under docs/design.md (version check, idempotency)."""
+        ...
+
+    def remember_all(self, requests: Sequence[RememberRequest]) -> list[RememberResult | Exception]:
+        """Several ``remember`` calls at once, each decided on its own exactly as alone, in
+        order (two on one notebook as one after the other): its result, or the error it
+        raised, which touches no other. A backend may write them in one transaction and one
+        flush (the embedded backend does); none is acknowledged before it is durable."""
         ...
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
@@ -245,8 +253,47 @@ class PreparedRemember:
         )
         return self._remember(call)
 
+    def remember_all(self, requests: Sequence[RememberRequest]) -> list[RememberResult | Exception]:
+        calls: list[Call] = []
+        outcomes: list[RememberResult | Exception | None] = []
+        for request in requests:
+            try:
+                calls.append(Call.prepare(request.notebook_id, **request.options()))
+                outcomes.append(None)
+            except Exception as exc:  # a change that cannot be prepared: this call's error
+                outcomes.append(exc)
+        results = iter(self._remember_calls(calls))
+        return [next(results) if outcome is None else outcome for outcome in outcomes]
+
+    def _remember_calls(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
+        """The prepared calls one after the other; a backend that can share a flush does."""
+        outcomes: list[RememberResult | Exception] = []
+        for call in calls:
+            try:
+                outcomes.append(self._remember(call))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
     def _remember(self, call: Call) -> RememberResult:
         raise NotImplementedError("a backend runs the prepared call")
+
+
+class RememberRequest(NamedTuple):
+    """One call of ``MemoryStore.remember_all``: ``remember``'s arguments."""
+
+    notebook_id: str
+    based_on: int
+    request_id: str
+    changes: tuple[Change, ...]
+    author: str
+    now: datetime
+
+    def options(self) -> dict[str, Any]:
+        """The keyword arguments of ``remember`` (and of ``Call.prepare``) after the id."""
+        options = self._asdict()
+        del options["notebook_id"]
+        return options
 
 
 class PurgeAccess(Protocol):

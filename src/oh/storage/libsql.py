@@ -661,21 +661,32 @@ class LibsqlDatabase:
 class _Waiter:
     """A ``remember`` call queued for a group flush (``LibsqlMemoryStore._remember``)."""
 
-    __slots__ = ("call", "done", "error", "lead", "result")
+    __slots__ = ("call", "done", "error", "gather", "lead", "result")
 
-    def __init__(self, call: Call) -> None:
+    def __init__(self, call: Call, *, gather: bool = True) -> None:
         self.call = call
+        self.gather = gather  # may a flush this call leads wait for more calls (``_more``)?
         self.done = threading.Lock()
         self.done.acquire()  # held until the call is answered, or made to lead the next flush
         self.lead = False
         self.result: RememberResult | None = None
         self.error: BaseException | None = None
 
+    @property
+    def answered(self) -> bool:
+        return self.result is not None or self.error is not None
+
     def outcome(self) -> RememberResult:
         if self.error is not None:
             raise self.error
         assert self.result is not None
         return self.result
+
+    def answer(self) -> RememberResult | Exception:
+        """The result, or the error (an ``Exception``: anything else went up the stack)."""
+        if isinstance(self.error, Exception):
+            return self.error
+        return self.outcome()
 
 
 class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
@@ -746,24 +757,46 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         its own group's, and an acknowledged call is durable exactly as one alone.
         """
         waiter = _Waiter(call)
+        self._run([waiter])
+        return waiter.outcome()
+
+    def _remember_calls(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
+        """Several calls of one thread queued at once, so they share flushes as concurrent
+        callers' calls do (``_remember``), each answered on its own."""
+        waiters = [_Waiter(call, gather=False) for call in calls]
+        if waiters:
+            self._run(waiters)
+        return [waiter.answer() for waiter in waiters]
+
+    def _run(self, waiters: list[_Waiter]) -> None:
+        """Queue ``waiters`` and return once each is answered: by this thread's flush if nobody
+        was flushing (or when one of them is made to lead the next), else by another's."""
         with self._queue:
-            self._waiting.append(waiter)
+            self._waiting += waiters
             follow = self._leading
             self._leading = True
             if self._gathering and len(self._waiting) >= self._gathering:
                 self._queue.notify()
-        if follow:
-            try:
-                waiter.done.acquire()  # released when the call is done, or when it is to lead
-            except BaseException:  # interrupted while queued: leave, and leave no one stranded
-                with self._queue:
-                    if waiter in self._waiting:
-                        self._waiting.remove(waiter)
-                        if waiter.lead:
-                            self._pass_lead()
-                raise
-            if not waiter.lead:
-                return waiter.outcome()
+        if not follow:
+            self._lead(waiters[0])
+        for waiter in waiters:
+            while not waiter.answered:
+                try:
+                    waiter.done.acquire()  # released when it is answered, or is to lead
+                except BaseException:  # interrupted while queued: leave no one stranded
+                    with self._queue:
+                        for each in waiters:
+                            if each in self._waiting:
+                                self._waiting.remove(each)
+                                if each.lead:
+                                    self._pass_lead()
+                    raise
+                if waiter.lead and not waiter.answered:
+                    waiter.lead = False
+                    self._lead(waiter)
+
+    def _lead(self, own: _Waiter) -> None:
+        """Flush every queued call (``own`` among them), then let the next queued one lead."""
         group: list[_Waiter] = []
         started = 0.0
         try:
@@ -771,17 +804,19 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                 group, self._waiting = self._waiting, []
             started = time.perf_counter()
             if len(group) == 1 and self._last_group == 1:
-                return self._remember_one(call)  # a lone writer, as before group commit
-            self._flush_group(group)
+                try:  # a lone writer, as before group commit
+                    own.result = self._remember_one(own.call)
+                except Exception as exc:
+                    own.error = exc
+            else:
+                self._flush_group(group, gather=own.gather)
         finally:
             with self._queue:
                 if started:
                     self._last_group, self._last_flush = len(group), time.perf_counter() - started
                 self._pass_lead()
             for each in group:
-                if each is not waiter:
-                    each.done.release()
-        return waiter.outcome()
+                each.done.release()
 
     def _more(self, group: list[_Waiter], deadline: float) -> bool:
         """Between two calls of a group being written: take the calls queued meanwhile into
@@ -816,7 +851,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         else:
             self._leading = False
 
-    def _flush_group(self, group: list[_Waiter]) -> None:
+    def _flush_group(self, group: list[_Waiter], *, gather: bool = True) -> None:
         """Run ``group``'s calls in one write transaction, each in its own savepoint, and commit
         once. Each waiter gets its own result or error; a call that fails is rolled back to its
         savepoint and touches no other. If the transaction cannot begin or commit, every call
@@ -826,7 +861,9 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         with self._lock:
             conn = self._conn
             try:
-                deadline = time.perf_counter() + min(self._last_flush / 2, 0.001)
+                # A batch's leader does not wait for company: its caller gathered it already.
+                wait = min(self._last_flush / 2, 0.001) if gather else 0.0
+                deadline = time.perf_counter() + wait
                 written = 0
                 with translated():
                     when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)

@@ -25,7 +25,7 @@ from oh.errors import (
     NotFound,
     RequestIdReused,
 )
-from oh.storage.base import MemoryStore, RecordCheck
+from oh.storage.base import MemoryStore, RecordCheck, RememberRequest
 from oh.storage.rows import ANSWER_COLUMNS
 from oh.testing.tampering import Edit, require_sql
 from oh.tools import Caller, Tools
@@ -223,6 +223,61 @@ class MemoryStoreConformance:
     @pytest.fixture
     def notebook(self, store: MemoryStore) -> str:
         return open_notebook(store)
+
+    # -- several calls at once -------------------------------------------------------------
+
+    def test_remember_all_answers_each_call_as_remember_alone_in_order(
+        self, store: MemoryStore
+    ) -> None:
+        """``remember_all`` (a batch, which a backend may write in one flush) answers every
+        call exactly as ``remember`` answers the same calls one after the other, errors
+        included, and a failing call touches no other."""
+
+        def calls(a: str, b: str, gone: str) -> list[RememberRequest]:
+            def request(notebook: str, based_on: int, rid: str, *changes: Any) -> RememberRequest:
+                return RememberRequest(
+                    notebook, based_on, rid, parse_changes(list(changes)), "agent:run-1", T0
+                )
+
+            return [
+                request(a, 0, "a1", add("note:a1")),
+                request(a, 1, "a2", add("note:a2"), add("note:a3")),  # on top of a1
+                request(a, 1, "a-stale", add("note:x")),  # stale after a2
+                request(a, 0, "a1", add("note:a1")),  # the retry: a1's original answer
+                request(a, 2, "a1", add("note:other")),  # the id reused for another call
+                request(b, 0, "b1", replace("note:none", "there is no such note")),
+                request("nb_missing", 0, "m", add("note:m")),
+                request(gone, 0, "g", add("note:g")),
+                request(b, 0, "b2", add("note:b")),  # b untouched by the failures before
+            ]
+
+        def shape(outcome: Any) -> Any:
+            if isinstance(outcome, Exception):
+                return type(outcome).__name__, getattr(outcome, "code", None)
+            return outcome.to_json()
+
+        batch_ids = (open_notebook(store, run="batch-a"), open_notebook(store, run="batch-b"))
+        gone = open_notebook(store, run="batch-gone")
+        store.forget(gone, T0)
+        batched = [shape(o) for o in store.remember_all(calls(*batch_ids, gone))]
+
+        alone_ids = (open_notebook(store, run="alone-a"), open_notebook(store, run="alone-b"))
+        alone: list[Any] = []
+        for request in calls(*alone_ids, gone):
+            try:
+                alone.append(shape(store.remember(request.notebook_id, **request.options())))
+            except Exception as exc:
+                alone.append(shape(exc))
+        assert batched == alone
+        assert [type(o).__name__ if isinstance(o, tuple) else "ok" for o in batched][:4] == [
+            "ok"
+        ] * 4
+        for batch_id, alone_id in zip(batch_ids, alone_ids, strict=True):
+            assert [r.name for r in store.records(batch_id)] == [
+                r.name for r in store.records(alone_id)
+            ]
+            assert verify_notebook(store, batch_id).ok
+        assert store.remember_all([]) == []
 
     # -- notebooks ------------------------------------------------------------------------
 
