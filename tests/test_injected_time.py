@@ -54,6 +54,10 @@ WALL_CLOCK_ALLOWED = {
         "rebuild_command's recall reads the real clock"
     ),
     ("tests/test_cli_purge.py", "_expired_notebook"): "the `oh purge` child's clock",
+    (
+        "tests/test_write_batches.py",
+        "test_concurrent_clients_of_oh_serve_are_answered_as_one_at_a_time",
+    ): "opens notebooks for the `oh serve` child, which reads the real clock",
     ("tests/test_boundary.py", "test_oh_mcp_over_stdio_reads_each_line_as_http_reads_a_body"): (
         "the `oh mcp` child reads the real clock"
     ),
