@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from oh.core.changes import Applied, RememberResult
+from oh.core.changes import Applied, RememberResult, parse_changes
 from oh.errors import NotFound, OhError, Purged, StorageUnavailable
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.base import RememberRequest
+from oh.storage.libsql import GROUP_LIMIT, LibsqlMemoryStore
 from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.verify import verify_store
 
@@ -271,3 +272,18 @@ def test_a_read_made_inside_a_write_reads_that_write(store: LibsqlMemoryStore) -
         assert store.notebook(notebook_id).pinned_revision == 7  # the writer's own connection
         conn.execute("UPDATE notebooks SET pinned_revision = NULL WHERE id = ?", (notebook_id,))
     assert store.notebook(notebook_id).pinned_revision is None
+
+
+def test_a_batch_larger_than_a_group_is_written_in_groups_and_answered_in_order(
+    store: LibsqlMemoryStore,
+) -> None:
+    notebooks = [open_notebook(store, run=f"run-{i}") for i in range(GROUP_LIMIT + 6)]
+    statements = Statements(store)
+    requests = [
+        RememberRequest(nb, 0, "r", parse_changes([add("note:a")]), "agent:run-1", T0)
+        for nb in notebooks
+    ]
+    outcomes = store.remember_all(requests)
+    assert [type(o) for o in outcomes] == [Applied] * len(notebooks)
+    assert statements.count("COMMIT") == 2  # 64, then the 6 left
+    assert verify_store(store).ok

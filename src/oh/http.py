@@ -342,8 +342,9 @@ class _Gone(Exception):
 class _Batches:
     """Remember calls that arrive while a batch of them is being written wait for the next
     batch, which takes every one waiting (at most ``BATCH_LIMIT``) to one worker thread in one
-    hop and one ``Host.remember_all``, whose writes share a flush. One call alone goes at once,
-    as before. Each call is answered exactly as ``Host.call_tool`` would answer it."""
+    hop and one ``Host.remember_all``, whose writes share a flush. A lone writer's call goes at
+    once, as before (after a batch of several, the next waits at most 1 ms: ``_gather``). Each
+    call is answered exactly as ``Host.call_tool`` would answer it."""
 
     def __init__(self, run: Callable[[list[Any]], list[dict[str, Any]]]) -> None:
         self._run = run

@@ -800,8 +800,9 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         group: list[_Waiter] = []
         started = 0.0
         try:
-            with self._queue:
-                group, self._waiting = self._waiting, []
+            with self._queue:  # ``own`` is first: nobody was queued, or it was made to lead
+                group = self._waiting[:GROUP_LIMIT]
+                del self._waiting[:GROUP_LIMIT]
             started = time.perf_counter()
             if len(group) == 1 and self._last_group == 1:
                 try:  # a lone writer, as before group commit
