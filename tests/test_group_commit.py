@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from oh.core.changes import Applied, RememberResult, parse_changes
+from oh.core.decision import Call
 from oh.errors import NotFound, OhError, Purged, StorageUnavailable
-from oh.storage.base import RememberRequest
 from oh.storage.libsql import GROUP_LIMIT, LibsqlMemoryStore
 from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.verify import verify_store
@@ -279,11 +279,18 @@ def test_a_batch_larger_than_a_group_is_written_in_groups_and_answered_in_order(
 ) -> None:
     notebooks = [open_notebook(store, run=f"run-{i}") for i in range(GROUP_LIMIT + 6)]
     statements = Statements(store)
-    requests = [
-        RememberRequest(nb, 0, "r", parse_changes([add("note:a")]), "agent:run-1", T0)
+    calls = [
+        Call.prepare(
+            nb,
+            based_on=0,
+            request_id="r",
+            changes=parse_changes([add("note:a")]),
+            author="agent:run-1",
+            now=T0,
+        )
         for nb in notebooks
     ]
-    outcomes = store.remember_all(requests)
+    outcomes = store.remember_all(calls)
     assert [type(o) for o in outcomes] == [Applied] * len(notebooks)
     assert statements.count("COMMIT") == 2  # 64, then the 6 left
     assert verify_store(store).ok

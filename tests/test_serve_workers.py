@@ -241,7 +241,7 @@ def test_a_worker_that_dies_is_started_again_and_the_port_keeps_answering(
         assert "ended (exit status -9); starting it again" in running.output()
 
 
-@pytest.mark.parametrize("workers", ["0", "-1", "two", "1.5", ""])
+@pytest.mark.parametrize("workers", ["0", "-1", "two", "1.5", "", "257", "9" * 40])
 def test_workers_must_be_a_positive_whole_number(tmp_path: Path, workers: str) -> None:
     done = subprocess.run(
         [*oh_command(), "serve", "--data", str(tmp_path / "data"), "--workers", workers],

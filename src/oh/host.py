@@ -608,7 +608,9 @@ class Host:
                 bodies[index] = self._refused("remember", answer, started)
             else:
                 bodies[index] = self._answered("remember", caller, answer, started)
-        return [body for body in bodies if body is not None]
+        answered = [body for body in bodies if body is not None]
+        assert len(answered) == len(calls), "every call is answered once"
+        return answered
 
     def _refused(self, tool: str, exc: Exception, started: datetime) -> dict[str, Any]:
         """A tool call's failure as its error body, counted (a bug also logged)."""

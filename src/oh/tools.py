@@ -21,6 +21,7 @@ from oh.core.answers import Answer, answer_id
 from oh.core.canonical import canonical_text
 from oh.core.changes import Change, RememberResult, Remove
 from oh.core.clock import Clock, from_utc_text, system_clock, utc_text
+from oh.core.decision import Call
 from oh.core.notebook import Notebook, check_writable
 from oh.errors import (
     Bug,
@@ -32,7 +33,7 @@ from oh.errors import (
 from oh.profiles import Profiles, Schema
 from oh.query import TokenSigner, ask, describe
 from oh.schemas import Explain, Query, Read, Recall, Remember, parse_arguments
-from oh.storage.base import KnowledgeSource, MemoryStore, RememberRequest
+from oh.storage.base import KnowledgeSource, MemoryStore
 from oh.view import Views
 
 __all__ = [
@@ -178,25 +179,25 @@ class Tools:
         """Several ``remember`` calls at once (``MemoryStore.remember_all``: they may share one
         flush), each answered exactly as ``remember`` answers it alone: its result, or the
         error it raised."""
-        requests: list[RememberRequest] = []
+        prepared: list[Call] = []
         answers: list[dict[str, Any] | Exception | None] = []
         for caller, arguments in calls:
             try:
                 notebook = self._open_notebook(caller)
-                requests.append(
-                    RememberRequest(
+                prepared.append(
+                    Call.prepare(
                         caller.notebook_id,
-                        arguments.based_on,
-                        arguments.request_id,
-                        self._checked(notebook, arguments.changes),
-                        caller.author,
-                        self.clock(),
+                        based_on=arguments.based_on,
+                        request_id=arguments.request_id,
+                        changes=self._checked(notebook, arguments.changes),
+                        author=caller.author,
+                        now=self.clock(),
                     )
                 )
                 answers.append(None)
             except Exception as exc:
                 answers.append(exc)
-        results = iter(self.memory.remember_all(requests))
+        results = iter(self.memory.remember_all(prepared))
         return [_answer(next(results)) if answer is None else answer for answer in answers]
 
     def _checked(self, notebook: Notebook, changes: tuple[Change, ...]) -> tuple[Change, ...]:

@@ -12,7 +12,7 @@ import argparse
 
 from oh.config import Locations
 
-__all__ = ["common", "parse_every", "read_locations"]
+__all__ = ["MAX_PROCESSES", "common", "parse_every", "process_count", "read_locations"]
 
 
 def common() -> argparse.ArgumentParser:
@@ -51,3 +51,17 @@ def parse_every(text: str) -> float:
     if not seconds > 0:
         raise argparse.ArgumentTypeError("the interval must be positive")
     return seconds
+
+
+MAX_PROCESSES = 256  # what --workers and --jobs accept at most
+
+
+def process_count(text: str) -> int:
+    """A number of processes for ``--workers`` or ``--jobs``: a whole number written in ASCII
+    digits, from 1 to ``MAX_PROCESSES``. ``ValueError`` (with the reason) otherwise."""
+    if not (text.isascii() and text.isdigit()) or len(text) > 6:
+        raise ValueError(f"not a whole number of processes: {text!r}")
+    count = int(text)
+    if not 1 <= count <= MAX_PROCESSES:
+        raise ValueError(f"from 1 to {MAX_PROCESSES} processes, not {count}")
+    return count

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from oh._version import __version__
-from oh.cli.options import parse_every, read_locations
+from oh.cli.options import parse_every, process_count, read_locations
 from oh.config import (
     Locations,
     RecallConfig,
@@ -66,13 +66,11 @@ def configure_serve(command: argparse.ArgumentParser) -> None:
 
 
 def parse_workers(text: str) -> int:
-    """``--workers``: a whole number of processes, at least 1."""
-    if not (text.isascii() and text.isdigit()) or len(text) > 4:
-        raise argparse.ArgumentTypeError(f"not a whole number of processes: {text!r}")
-    workers = int(text)
-    if workers < 1:
-        raise argparse.ArgumentTypeError("at least 1 process is needed")
-    return workers
+    """``--workers``: ``process_count``, refused by argparse like every other bad flag value."""
+    try:
+        return process_count(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def configure_mcp(command: argparse.ArgumentParser) -> None:

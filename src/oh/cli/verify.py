@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-from oh.cli.options import read_locations
+from oh.cli.options import MAX_PROCESSES, process_count, read_locations
 from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.errors import InvalidArgument
 from oh.storage.base import KnowledgeSource, MemoryStore
@@ -23,7 +23,7 @@ from oh.verify import SPREAD_FROM_ENTRIES, verify_knowledge, verify_reviewed_vec
 
 __all__ = ["MAX_JOBS", "cmd_verify", "configure_verify", "default_jobs", "parse_jobs"]
 
-MAX_JOBS = 256
+MAX_JOBS = MAX_PROCESSES
 
 
 def configure_verify(command: argparse.ArgumentParser) -> None:
@@ -48,15 +48,15 @@ def default_jobs() -> int:
 
 
 def parse_jobs(text: str | None) -> int:
-    """``--jobs``: a whole number of processes from 1 to ``MAX_JOBS``; unset is the default."""
+    """``--jobs``: ``process_count``; unset is the default."""
     if text is None:
         return default_jobs()
-    if not (text.isascii() and text.isdigit()) or len(text) > 6:
-        raise InvalidArgument(f"--jobs must be a whole number of processes, not {text!r}")
-    jobs = int(text)
-    if not 1 <= jobs <= MAX_JOBS:
-        raise InvalidArgument(f"--jobs must be from 1 to {MAX_JOBS}, not {jobs}")
-    return jobs
+    try:
+        return process_count(text)
+    except ValueError as exc:
+        raise InvalidArgument(
+            f"--jobs must be a whole number of processes from 1 to {MAX_JOBS} ({exc})"
+        ) from None
 
 
 def _reopen(locations: Locations) -> tuple[MemoryStore, KnowledgeSource | None]:

@@ -30,7 +30,6 @@ __all__ = [
     "PurgeAccess",
     "RecordCheck",
     "RegisteredDocument",
-    "RememberRequest",
     "VectorRow",
 ]
 
@@ -120,11 +119,11 @@ class MemoryStore(Protocol):
         """Apply a validated write atomically under docs/design.md (version check, idempotency)."""
         ...
 
-    def remember_all(self, requests: Sequence[RememberRequest]) -> list[RememberResult | Exception]:
-        """Several ``remember`` calls at once, each decided on its own exactly as alone, in
-        order (two on one notebook as one after the other): its result, or the error it
-        raised, which touches no other. A backend may write them in one transaction and one
-        flush (the embedded backend does); none is acknowledged before it is durable."""
+    def remember_all(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
+        """Several prepared ``remember`` calls (``Call.prepare``) at once, each decided on its own
+        exactly as alone, in order (two on one notebook as one after the other): its result, or
+        the error it raised, which touches no other. A backend may write them in one transaction
+        and one flush (the embedded backend does); none is acknowledged before it is durable."""
         ...
 
     def forget(self, notebook_id: str, now: datetime) -> dict[str, int]:
@@ -253,19 +252,7 @@ class PreparedRemember:
         )
         return self._remember(call)
 
-    def remember_all(self, requests: Sequence[RememberRequest]) -> list[RememberResult | Exception]:
-        calls: list[Call] = []
-        outcomes: list[RememberResult | Exception | None] = []
-        for request in requests:
-            try:
-                calls.append(Call.prepare(request.notebook_id, **request.options()))
-                outcomes.append(None)
-            except Exception as exc:  # a change that cannot be prepared: this call's error
-                outcomes.append(exc)
-        results = iter(self._remember_calls(calls))
-        return [next(results) if outcome is None else outcome for outcome in outcomes]
-
-    def _remember_calls(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
+    def remember_all(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
         """The prepared calls one after the other; a backend that can share a flush does."""
         outcomes: list[RememberResult | Exception] = []
         for call in calls:
@@ -277,23 +264,6 @@ class PreparedRemember:
 
     def _remember(self, call: Call) -> RememberResult:
         raise NotImplementedError("a backend runs the prepared call")
-
-
-class RememberRequest(NamedTuple):
-    """One call of ``MemoryStore.remember_all``: ``remember``'s arguments."""
-
-    notebook_id: str
-    based_on: int
-    request_id: str
-    changes: tuple[Change, ...]
-    author: str
-    now: datetime
-
-    def options(self) -> dict[str, Any]:
-        """The keyword arguments of ``remember`` (and of ``Call.prepare``) after the id."""
-        options = self._asdict()
-        del options["notebook_id"]
-        return options
 
 
 class PurgeAccess(Protocol):

@@ -695,6 +695,17 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
 
     MIGRATIONS = "oh.storage.migrations.libsql"
 
+    def __init__(self, path: str | Path, **options: Any) -> None:
+        """``options`` as for ``LibsqlDatabase``; then the group commit's queue (``_remember``)."""
+        super().__init__(path, **options)
+        # ``_queue`` guards the fields below it and is held for a few instructions at a time.
+        self._queue = threading.Condition(threading.Lock())
+        self._waiting: list[_Waiter] = []  # remember calls for the next flush, in arrival order
+        self._leading = False  # whether a thread is flushing (or about to flush) remember calls
+        self._last_group = 1  # how many calls the last flush held
+        self._last_flush = 0.0  # how many seconds it took
+        self._gathering = 0  # 1 while a flush waits for one more call (``_more``)
+
     @contextmanager
     def _ephemeral(self) -> Iterator[Any]:
         """A write transaction committed without the fsync (WAL, ``synchronous=NORMAL``)."""
@@ -725,26 +736,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             ),
         )
 
-    # -- notebooks ------------------------------------------------------------------------
-
     # -- writes ---------------------------------------------------------------------------
-
-    def __init__(
-        self,
-        path: str | Path,
-        *,
-        synchronous: Synchronous = "FULL",
-        busy_wait: float = BUSY_WAIT_SECONDS,
-        driver: Driver = "sqlite3",
-    ) -> None:
-        super().__init__(path, synchronous=synchronous, busy_wait=busy_wait, driver=driver)
-        # ``_queue`` guards the fields below it and is held for a few instructions at a time.
-        self._queue = threading.Condition(threading.Lock())
-        self._waiting: list[_Waiter] = []  # remember calls for the next flush, in arrival order
-        self._leading = False  # whether a thread is flushing (or about to flush) remember calls
-        self._last_group = 1  # how many calls the last flush held
-        self._last_flush = 0.0  # how many seconds it took
-        self._gathering = 0  # 1 while a flush waits for one more call (``_more``)
 
     def _remember(self, call: Call) -> RememberResult:
         """Group commit: calls that arrive while a flush is in progress share the next one.
@@ -760,7 +752,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         self._run([waiter])
         return waiter.outcome()
 
-    def _remember_calls(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
+    def remember_all(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
         """Several calls of one thread queued at once, so they share flushes as concurrent
         callers' calls do (``_remember``), each answered on its own."""
         waiters = [_Waiter(call, gather=False) for call in calls]

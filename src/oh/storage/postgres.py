@@ -554,7 +554,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             [c.content for c in logged],
             [c.digest for c in logged],
         )
-        psycopg, _ = _psycopg()
         for attempt in (1, 2):
             try:
                 with translated(), self._connection() as conn:
@@ -570,7 +569,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                 # restart cut: sent once more on a new one. Safe whatever the first reached:
                 # the call is idempotent by its request id, so a first that committed is
                 # answered as the original by the second.
-                if attempt == 2 or not isinstance(exc.__cause__, psycopg.OperationalError):
+                if attempt == 2 or not isinstance(exc.__cause__, _psycopg()[0].OperationalError):
                     raise
         if row is None:
             raise StorageUnavailable("storage error: oh_remember answered nothing")

@@ -17,6 +17,7 @@ import pytest
 
 from oh.core.changes import Applied, Refused, parse_changes
 from oh.core.clock import utc_text
+from oh.core.decision import Call
 from oh.core.notebook import new_notebook_id
 from oh.errors import (
     AlreadyExists,
@@ -25,7 +26,7 @@ from oh.errors import (
     NotFound,
     RequestIdReused,
 )
-from oh.storage.base import MemoryStore, RecordCheck, RememberRequest
+from oh.storage.base import MemoryStore, RecordCheck
 from oh.storage.rows import ANSWER_COLUMNS
 from oh.testing.tampering import Edit, require_sql
 from oh.tools import Caller, Tools
@@ -233,10 +234,15 @@ class MemoryStoreConformance:
         call exactly as ``remember`` answers the same calls one after the other, errors
         included, and a failing call touches no other."""
 
-        def calls(a: str, b: str, gone: str) -> list[RememberRequest]:
-            def request(notebook: str, based_on: int, rid: str, *changes: Any) -> RememberRequest:
-                return RememberRequest(
-                    notebook, based_on, rid, parse_changes(list(changes)), "agent:run-1", T0
+        def calls(a: str, b: str, gone: str) -> list[Call]:
+            def request(notebook: str, based_on: int, rid: str, *changes: Any) -> Call:
+                return Call.prepare(
+                    notebook,
+                    based_on=based_on,
+                    request_id=rid,
+                    changes=parse_changes(list(changes)),
+                    author="agent:run-1",
+                    now=T0,
                 )
 
             return [
@@ -263,9 +269,20 @@ class MemoryStoreConformance:
 
         alone_ids = (open_notebook(store, run="alone-a"), open_notebook(store, run="alone-b"))
         alone: list[Any] = []
-        for request in calls(*alone_ids, gone):
+        for call in calls(*alone_ids, gone):
             try:
-                alone.append(shape(store.remember(request.notebook_id, **request.options())))
+                alone.append(
+                    shape(
+                        store.remember(
+                            call.notebook_id,
+                            based_on=call.based_on,
+                            request_id=call.request_id,
+                            changes=call.changes,
+                            author=call.author,
+                            now=call.now,
+                        )
+                    )
+                )
             except Exception as exc:
                 alone.append(shape(exc))
         assert batched == alone
