@@ -64,6 +64,8 @@ from typing import Any
 from oh.config import embedded_driver
 from oh.core.changes import Applied, parse_changes
 from oh.core.notebook import new_notebook_id
+from oh.keys import Keyring, MasterKey, MasterKeys
+from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore, Synchronous, open_driver
 from oh.verify import replay, verify_notebook
 
@@ -158,8 +160,16 @@ AUTHOR = "agent:bench"
 class OhNotebook:
     """One open notebook in a ``LibsqlMemoryStore``, tracking its version like an agent does."""
 
-    def __init__(self, path: Path, synchronous: Synchronous, notebook_id: str = "") -> None:
-        self.store = LibsqlMemoryStore(path, synchronous=synchronous, driver=DRIVER)
+    def __init__(
+        self, path: Path, synchronous: Synchronous, notebook_id: str = "", *, sealed: bool = False
+    ) -> None:
+        keyring = None
+        if sealed:  # its content sealed (docs/keys.md), the key store in a directory beside it
+            keys = LibsqlKeyStore(path.parent / "keys" / "keys.db")
+            keyring = Keyring(MasterKeys(MasterKey.generate()), keys)
+        self.store = LibsqlMemoryStore(
+            path, synchronous=synchronous, driver=DRIVER, keyring=keyring
+        )
         self.id = notebook_id or new_notebook_id()
         now = datetime.now(UTC)
         self.store.create_notebook(
@@ -396,6 +406,29 @@ def write_rates(
     )
 
 
+def sealed_rates(parent: Path, sizes: Sizes, calls: int) -> tuple[float, float]:
+    """Median calls/s of single-change durable remember on a sealed notebook and on an unsealed
+    one, repetitions alternating, each on a fresh file after the warm-up."""
+    warm_calls = sizes.warmup
+    texts = note_texts(warm_calls + calls)
+    payloads = [add_payload(i, texts[i : i + 1]) for i in range(warm_calls + calls)]
+    rates: dict[bool, list[float]] = {True: [], False: []}
+    for rep in range(sizes.reps):
+        for sealed in (False, True):
+            with scratch(parent, f"sealed-{sealed}-{rep}") as where:
+                notebook = OhNotebook(where / "oh.db", "FULL", sealed=sealed)
+                for payload in payloads[:warm_calls]:
+                    notebook.remember(payload)
+
+                def run(notebook: OhNotebook = notebook) -> None:
+                    for payload in payloads[warm_calls:]:
+                        notebook.remember(payload)
+
+                rates[sealed].append(calls / timed(run))
+                notebook.close()
+    return statistics.median(rates[True]), statistics.median(rates[False])
+
+
 def build_oh(path: Path, records: int, per_call: int, synchronous: Synchronous) -> OhNotebook:
     notebook = OhNotebook(path, synchronous)
     texts = note_texts(records)
@@ -590,6 +623,19 @@ def measure(sizes: Sizes, parent: Path, progress: Callable[[str], None]) -> Resu
     context["single_raw_us_per_call"] = 1e6 / raw
     context["single_floor_us_per_call"] = 1e6 / floor
     context["single_log_floor_us_per_call"] = 1e6 / log_floor
+
+    progress(f"1b/4 single-change remember, sealed and not, {sizes.reps} x {sizes.single_calls}")
+    sealed, unsealed = sealed_rates(parent, sizes, sizes.single_calls)
+    rows.append(
+        row(
+            "remember, 1 change, FULL, sealed",
+            "calls/s",
+            sealed,
+            unsealed,
+            "unsealed calls/s",
+            min_ratio=round(1 / 1.15, 2),
+        )
+    )
 
     progress(f"2/4 {BATCH}-change remember, {sizes.reps} x {sizes.batch_calls} calls")
     oh, raw, floor, log_floor = write_rates(parent, sizes, BATCH, sizes.batch_calls, "FULL")

@@ -24,7 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from oh.config import embedded_driver
+from oh.keys import Keyring, MasterKey, MasterKeys
 from oh.notebooks import Notebooks
+from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore, open_driver
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.tools import Caller, Tools
@@ -47,8 +49,21 @@ def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
     return statistics.median(samples) / 1000, samples[int(len(samples) * 0.95)] / 1000
 
 
-def build(directory: Path, notes: int, run: str) -> tuple[Tools, Caller, LibsqlMemoryStore]:
-    memory = LibsqlMemoryStore(directory / "memory.db", synchronous="NORMAL", driver=DRIVER)
+def build(
+    directory: Path, notes: int, run: str, *, sealed: bool = False, synchronous: str = "NORMAL"
+) -> tuple[Tools, Caller, LibsqlMemoryStore]:
+    """A notebook of ``notes`` notes; ``sealed``: its content sealed with a data key of its own
+    (docs/keys.md), the key store beside it."""
+    keyring = None
+    if sealed:
+        keys = LibsqlKeyStore(directory / "keys" / "keys.db")
+        keyring = Keyring(MasterKeys(MasterKey.generate()), keys)
+    memory = LibsqlMemoryStore(
+        directory / "memory.db",
+        synchronous=synchronous,  # type: ignore[arg-type]
+        driver=DRIVER,
+        keyring=keyring,
+    )
     knowledge = LibsqlKnowledgeStore(directory / "knowledge.db", driver=DRIVER)
     notebook = Notebooks(memory, knowledge=knowledge).open("owner", "doc", run)
     tools = Tools(memory, knowledge, b"x" * 32)
@@ -113,6 +128,61 @@ def main() -> int:
             }
         )
         memory.close()
+
+        # Sealed notebooks (docs/keys.md): the same read and a durable one-change remember,
+        # sealed and not, in this run; the unsealed figure is the baseline.
+        sealed_dir, plain_dir = Path(tmp) / "sealed", Path(tmp) / "plain"
+        sealed_dir.mkdir()
+        plain_dir.mkdir()
+        figures = {}
+        for label, directory in (("plain", plain_dir), ("sealed", sealed_dir)):
+            tools_s, caller_s, memory_s = build(
+                directory, read_notes, f"{label}-run", sealed=label == "sealed", synchronous="FULL"
+            )
+            read = timed(lambda t=tools_s, c=caller_s: t.call(c, "read", {"name": name}), runs)
+            counter = iter(range(10**9))
+
+            def one_remember(
+                t: Tools = tools_s,
+                c: Caller = caller_s,
+                counter: Any = counter,
+                memory_s: LibsqlMemoryStore = memory_s,
+            ) -> None:
+                i = next(counter)
+                change = {"op": "replace", "record": {"name": "note:n000003", "text": f"{TEXT}{i}"}}
+                version = memory_s.notebook(c.notebook_id).version
+                t.call(
+                    c, "remember", {"based_on": version, "request_id": f"w{i}", "changes": [change]}
+                )
+
+            boot = timed(lambda t=tools_s, c=caller_s: t.call(c, "bootstrap", None), runs // 10)
+            figures[label] = (read, timed(one_remember, max(100, runs // 10)), boot)
+            memory_s.close()
+        (plain_read, plain_write, plain_boot) = figures["plain"]
+        (sealed_read, sealed_write, sealed_boot) = figures["sealed"]
+        results += [
+            {
+                "metric": f"read p50 at {read_notes} notes, sealed (vs unsealed)",
+                "oh_us": sealed_read[0],
+                "oh_p95_us": sealed_read[1],
+                "baseline_us": plain_read[0],
+                "target_us": round(plain_read[0] + 5, 1),
+            },
+            {
+                "metric": f"bootstrap p50 at {read_notes} notes, sealed (vs unsealed)",
+                "oh_us": sealed_boot[0],
+                "oh_p95_us": sealed_boot[1],
+                "baseline_us": plain_boot[0],
+                "target_us": None,
+            },
+            {
+                "metric": "remember p50, 1 change, FULL, sealed (vs unsealed)",
+                "oh_us": sealed_write[0],
+                "oh_p95_us": sealed_write[1],
+                "baseline_us": plain_write[0],
+                "target_us": round(plain_write[0] * 1.15, 1),
+            },
+        ]
 
         tools, caller, memory = build(small, query_notes, "query-run")
         raw_small = raw_table(Path(tmp) / "raw-small.db", query_notes)

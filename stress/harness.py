@@ -58,6 +58,17 @@ class Target:
     location: str
     purge_location: str = ""  # PostgreSQL: the purge role's URL
     data_directory: str = ""  # PostgreSQL: the cluster's data directory, to scan its files
+    key_store: str = ""  # sealed notebooks (docs/keys.md): the key store file, and
+    master_key: str = ""  # the master key's text; every store opened seals with them
+
+    def sealed(self, directory: Path) -> Target:
+        """This database with its notebooks sealed, the key store in ``directory``."""
+        from dataclasses import replace
+
+        from oh.keys import MasterKey
+
+        key_store = str(directory / "keys" / "keys.db")
+        return replace(self, key_store=key_store, master_key=MasterKey.generate().text())
 
     @classmethod
     def libsql(cls, directory: Path) -> Target:
@@ -65,6 +76,12 @@ class Target:
 
     def open(self, *, application_name: str = "oh-stress", **options: Any) -> MemoryStore:
         max_size = options.pop("max_size", 2)
+        if self.key_store:
+            from oh.keys import Keyring, MasterKey, MasterKeys
+            from oh.storage.key_store import LibsqlKeyStore
+
+            masters = MasterKeys(MasterKey.parse(self.master_key))
+            options["keyring"] = Keyring(masters, LibsqlKeyStore(self.key_store))
         if self.kind == "postgres":
             from oh.storage.postgres import PostgresMemoryStore
 

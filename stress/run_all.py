@@ -86,6 +86,13 @@ SUITES: list[tuple[str, str, str, list[str], list[str]]] = [
     ("tokens", "libsql", "tokens.py", ["--forgeries", "50000"], ["--forgeries", "2000"]),
     ("tamper", "libsql", "tamper.py", ["--trials", "10000"], ["--trials", "300"]),
     (
+        "tamper --keys",
+        "libsql",
+        "tamper.py",
+        ["--keys", "--trials", "2000"],
+        ["--keys", "--trials", "100"],
+    ),
+    (
         "tamper",
         "postgres",
         "tamper.py",
@@ -106,6 +113,14 @@ SUITES: list[tuple[str, str, str, list[str], list[str]]] = [
         "forgetting.py",
         ["--notebooks", "40", "--postgres", "--no-analyze"],
         ["--notebooks", "6", "--postgres", "--no-analyze"],
+    ),
+    ("backups", "libsql", "backups.py", ["--notebooks", "60"], ["--notebooks", "6"]),
+    (
+        "backups",
+        "postgres",
+        "backups.py",
+        ["--notebooks", "30", "--postgres"],
+        ["--notebooks", "6", "--postgres"],
     ),
     ("I/O faults", "libsql", "io_faults.py", ["--cycles", "100"], ["--cycles", "6"]),
     (

@@ -38,22 +38,54 @@ are outside the digest, so ``read`` cannot check them either; ``verify`` does.
 Prints ``detected: 100%`` (verify) and exits 1 on any alteration verify missed or crashed on,
 any damaged record read served, or any read answered with a code the alteration cannot explain;
 ``derived`` is the same figure for the derived alterations alone.
+
+With ``--keys`` the suite forges reviewed knowledge instead (docs/keys.md), on a knowledge
+database written with MACs under a master key: each trial drops the append-only triggers' guard
+as a forger with database access can, and makes one self-consistent forgery (a content changed
+with its digest recomputed, a decision forged, a whole new revision chained and digested as Oh
+writes one, a MAC copied from another row, removed, or computed under another key, a cell of any
+MACed row changed). ``verify`` with the keys must report it, and every read of the knowledge
+(``records_at``, ``history``, ``revisions``, ``proposals``, ``pack_history``) must refuse
+(``integrity``) or serve exactly what was written.
+
+Then, still with ``--keys``, the whole memory suite above runs again on notebooks sealed under
+data keys (docs/keys.md), its alterations landing on sealed text, and a fifth of them forgeries
+by a writer who holds no key: a current record's content replaced by plain canonical content
+with its digest recomputed, or by another record's sealed content with that record's digest
+(and version); a kept answer's sealed rows or question copied from another answer, a character
+changed, rows forged in plain text. ``read`` must serve none of them; ``verify`` must report
+each. The figure gives both halves.
+
+    python stress/tamper.py --keys --trials 2000
+    python stress/tamper.py --keys --trials 500 --postgres
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from crash_safety import apply_names, batch
 from harness import Target, common_arguments, postgres_target, report, scratch, seed_of
+from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.changes import parse_changes
 from oh.core.clock import Clock
+from oh.core.records import Record
+from oh.core.reviewed import Decision, accepted_version
+from oh.errors import OhError
+from oh.keys import MasterKey, MasterKeys
+from oh.knowledge import Knowledge
+from oh.knowledge_macs import KINDS, PROPOSAL, REVIEWED, KnowledgeMacs, RowKind
+from oh.storage.key_store import LibsqlKeyStore
+from oh.storage.memory import InMemoryStore
+from oh.storage.rows import proposal_from_row
+from oh.storage.sql_knowledge import SqlKnowledgeStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, open_notebook
 from oh.testing.tools import SECRET
@@ -98,6 +130,7 @@ class Raw:
 
     def __init__(self, target: Target) -> None:
         self.kind = target.kind
+        self.sealed = bool(target.key_store)
         if target.kind == "postgres":
             import psycopg
 
@@ -297,6 +330,43 @@ def _rollback(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
     return trial
 
 
+def _forged_content(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
+    """On sealed notebooks (docs/keys.md): a current record's content replaced by a forger who
+    can write the database but holds no key, self-consistently: plain canonical content of
+    another text with its digest recomputed, or another record's sealed content with its digest
+    (and, the second time, its version too)."""
+    rows = raw(
+        "SELECT name, content, digest, version FROM records WHERE notebook_id = ?", (notebook_id,)
+    )
+    if len(rows) < 2:
+        return None
+    (name, content, digest, version), other = rng.sample(rows, 2)
+    sql = (
+        "UPDATE records SET content = ?, digest = ?, version = ? WHERE notebook_id = ? AND name = ?"
+    )
+    how = rng.choice(["plain", "swapped", "swapped with its version"])
+    if how == "plain":
+        forged = {
+            "kind": name.split(":", 1)[0],
+            "name": name,
+            "text": "the forger's claim",
+            "fields": {},
+            "depends_on": [],
+            "supports": [],
+            "contradicts": [],
+        }
+        text = canonical_text(forged, "record")
+        new = (text, sha256_hex(text), version)
+    else:
+        new = (other[1], other[2], other[3] if how != "swapped" else version)
+    trial = Trial(
+        f"records content forged ({how}, digest recomputed)",
+        [(sql, (*new, notebook_id, name))],
+    )
+    trial.undo = [(sql, (content, digest, version, notebook_id, name))]
+    return trial
+
+
 # -- derived and stamped values: kept answers, notebook metadata, recall vectors -------------------
 
 
@@ -316,6 +386,8 @@ def _answer(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
     if not answers:
         return None
     answer_id, question, params, version, caller, rows = rng.choice(answers)
+    if raw.sealed:
+        return _sealed_answer(rng, notebook_id, answers, answer_id, question, rows, version)
     lines = [line.split("\t") for line in rows.split("\n")]
     at = rng.randrange(len(lines))
     hows = ("row renamed", "row digest changed", "row dropped", "question", "params")
@@ -345,6 +417,45 @@ def _answer(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
         "answers", column, "notebook_id = ? AND answer_id = ?", (notebook_id, answer_id), old, new
     )
     trial.description = f"answers {how}" if column == "rows" else f"answers.{column} changed"
+    return trial
+
+
+def _sealed_answer(
+    rng: random.Random,
+    notebook_id: str,
+    answers: list[Any],
+    answer_id: str,
+    question: str,
+    rows: str,
+    version: int,
+) -> Trial:
+    """A kept answer of a sealed notebook altered by a writer without the key: a character of
+    its sealed rows changed, another answer's sealed rows or question copied in, its version
+    moved, or rows forged in plain text."""
+    others = [a for a in answers if a[0] != answer_id]
+    hows = ["rows character changed", "rows forged in plain text", "version"]
+    if others:
+        hows += ["rows copied from another answer", "question copied from another answer"]
+    how = rng.choice(hows)
+    if how == "rows character changed":
+        at = rng.randrange(4, len(rows))
+        column, old, new = (
+            "rows",
+            rows,
+            rows[:at] + ("A" if rows[at] != "A" else "B") + rows[at + 1 :],
+        )
+    elif how == "rows forged in plain text":
+        column, old, new = "rows", rows, "0\tnote\tnote:zz-forged\t" + "f" * 64
+    elif how == "version":
+        column, old, new = "version", version, version + rng.choice([-1, 1])
+    elif how == "rows copied from another answer":
+        column, old, new = "rows", rows, rng.choice(others)[5]
+    else:
+        column, old, new = "question", question, rng.choice(others)[1]
+    trial = _set(
+        "answers", column, "notebook_id = ? AND answer_id = ?", (notebook_id, answer_id), old, new
+    )
+    trial.description = f"answers (sealed) {how}"
     return trial
 
 
@@ -437,7 +548,9 @@ def pick(rng: random.Random, raw: Raw, notebook_id: str, *, derived: float = 0.2
                 return trial
             continue
         roll = (roll - derived) / (1 - derived)  # the log and the current records
-        if roll < 0.75:
+        if raw.sealed and rng.random() < 0.2:
+            trial = _forged_content(rng, raw, notebook_id)
+        elif roll < 0.75:
             trial = _cell(rng, raw, table, notebook_id)
         elif roll < 0.88:
             trial = _delete(rng, raw, table, notebook_id)
@@ -683,6 +796,361 @@ def _check_reads(
             counts["read_served_genuine"] += 1
 
 
+# -- reviewed knowledge, with keys (--keys) --------------------------------------------------------
+
+
+class KnowledgeTarget(NamedTuple):
+    """A knowledge database (``kind`` and ``location`` as ``Target``'s) and a key store file."""
+
+    kind: str
+    location: str
+    keys: str
+
+    def open(self, macs: KnowledgeMacs | None) -> SqlKnowledgeStore:
+        if self.kind == "postgres":
+            from oh.storage.postgres_knowledge import PostgresKnowledgeStore
+
+            return PostgresKnowledgeStore(self.location, max_size=2, macs=macs)
+        from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+
+        return LibsqlKnowledgeStore(self.location, macs=macs)
+
+
+OWNERS = ("ann", "bob")
+_KNOWLEDGE_TABLES = ("reviewed", "revisions", "proposals", "packs")
+# The forgeries, by how often each is tried.
+FORGERIES = {
+    "content and digest": 3,
+    "decision": 2,
+    "new revision": 2,
+    "mac copied": 2,
+    "mac removed": 1,
+    "mac under another key": 1,
+    "mac with the key's id and a forged tag": 1,
+    "cell": 4,
+}
+
+
+# A row's MAC vouches for the row, not for which rows there are: a proposal given another
+# owner leaves every read (its new owner's refuses it, its old owner's lists one fewer), which
+# only verify, scanning every row, sees.
+MOVES_A_ROW_AWAY = {"proposals.owner changed"}
+
+
+def _disable_guards(raw: Raw) -> None:
+    """Take away what refuses changes to knowledge in the database, as a forger can."""
+    if raw.kind == "postgres":
+        for table in _KNOWLEDGE_TABLES:
+            raw(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        return
+    for (name,) in raw("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+        raw(f"DROP TRIGGER {name}")
+
+
+def fill_knowledge(store: SqlKnowledgeStore, rng: random.Random) -> None:
+    """Per owner: names accepted (some twice, with edits), one rejected, one pending, packs."""
+    review = Knowledge(store, InMemoryStore(), clock=FakeClock(T0))
+    source = {"document": "reef-2018.pdf", "passage": "Cover recovered.", "locator": "p. 4"}
+    for owner in OWNERS:
+        names = [f"finding:{owner}{n}" for n in range(6)]
+        for name in names + rng.sample(names, 3):
+            text = f"{name} holds ({rng.random():.6f})"
+            proposal = review.propose(owner, source=source, record={"name": name, "text": text})
+            review.decide(owner, proposal.id, decision="accept", reason="checked")
+        rejected = review.propose(owner, source=source, record={"name": "finding:no", "text": "x"})
+        review.decide(owner, rejected.id, decision="reject", reason="unsupported")
+        review.propose(owner, source=source, record={"name": "finding:later", "text": "y"})
+        expected: dict[str, str] = {}
+        for name in ("reef-pack", "coral-pack"):
+            content = canonical_text({"name": name, "profiles": []})
+            digest = sha256_hex(content)
+            store.install_pack(
+                owner,
+                name=name,
+                version="1.0.0",
+                digest=digest,
+                content=content,
+                expected=expected,
+                made_by=owner,
+                made_at="2026-11-29T12:00:00.000000Z",
+            )
+            expected[name] = digest
+
+
+def _knowledge_reads(
+    store: SqlKnowledgeStore, names: dict[str, list[str]]
+) -> dict[tuple[str, ...], Any]:
+    """Every read that serves knowledge rows, by what it reads (the history of each of
+    ``names``): its answer, or the code of the error it raised (``crash: ...`` for anything
+    that is not an ``OhError``)."""
+    answers: dict[tuple[str, ...], Any] = {}
+
+    def read(key: tuple[str, ...], call: Any) -> None:
+        try:
+            answers[key] = call()
+        except OhError as exc:
+            answers[key] = ("error", exc.code)
+        except Exception as exc:
+            answers[key] = ("crash", f"{type(exc).__name__}: {exc}"[:200])
+
+    for owner in OWNERS:
+        latest = store.latest_revision(owner)
+        read((owner, "records_at"), functools.partial(store.records_at, owner, latest))
+        for name in names[owner]:
+            read((owner, "history", name), functools.partial(store.history, owner, name))
+        read((owner, "revisions"), functools.partial(store.revisions, owner))
+        read((owner, "proposals"), functools.partial(store.proposals, owner))
+        read((owner, "pack_history"), functools.partial(store.pack_history, owner))
+    return answers
+
+
+def _rows(raw: Raw, kind: RowKind) -> list[dict[str, Any]]:
+    columns = [*kind.columns, "mac"]
+    found = raw(f"SELECT {', '.join(columns)} FROM {kind.table}")
+    return [dict(zip(columns, row, strict=True)) for row in found]
+
+
+def _update(kind: RowKind, row: dict[str, Any], new: dict[str, Any], what: str) -> Trial:
+    """Set ``new`` columns of ``row``; undone by setting them back."""
+    where = " AND ".join(f"{key} = ?" for key in kind.key)
+    key = tuple(row[k] for k in kind.key)
+    sets = ", ".join(f"{column} = ?" for column in new)
+    sql = f"UPDATE {kind.table} SET {sets} WHERE {where}"
+    trial = Trial(what, [(sql, (*new.values(), *key))])
+    trial.undo = [(sql, (*(row[c] for c in new), *key))]
+    return trial
+
+
+def _forge(rng: random.Random, raw: Raw, macs: KnowledgeMacs) -> Trial:
+    forgery = rng.choices(list(FORGERIES), weights=list(FORGERIES.values()))[0]
+    if forgery == "content and digest":
+        row = rng.choice(_rows(raw, REVIEWED))
+        record = Record.parse({"name": row["name"], "text": f"forged {rng.random():.6f}"})
+        new = {"content": record.canonical(), "digest": record.digest}
+        return _update(REVIEWED, row, new, "reviewed content and digest forged")
+    if forgery == "decision":
+        kind = rng.choice([REVIEWED, PROPOSAL])
+        row = rng.choice(_rows(raw, kind))
+        # Who decided and why: a reviewed version's decision stays an accept, and a pending
+        # proposal is decided behind Oh's back.
+        verdict = "accept" if kind is REVIEWED else "reject"
+        forged = Decision(verdict, "eve", "2026-11-29T12:30:00.000000Z", "forged")
+        new = {"decision": canonical_text(forged.to_json())}
+        if kind is PROPOSAL and row["state"] == "pending":
+            new["state"] = "rejected"
+        return _update(kind, row, new, f"{kind.table} decision forged")
+    if forgery == "new revision":
+        return _new_revision(rng, raw)
+    kind = rng.choice(KINDS)
+    rows = _rows(raw, kind)
+    row = rng.choice(rows)
+    if forgery == "mac copied":
+        other = rng.choice([r for r in rows if r["mac"] != row["mac"]])
+        return _update(kind, row, {"mac": other["mac"]}, f"{kind.table}.mac copied")
+    if forgery == "mac removed":
+        return _update(kind, row, {"mac": None}, f"{kind.table}.mac removed")
+    if forgery == "mac under another key":
+        values = [row[c] for c in kind.columns]
+        other = KnowledgeMacs(MasterKeys(MasterKey.generate()), macs.markers, macs.clock)
+        return _update(kind, row, {"mac": other.mac(kind, values)}, f"{kind.table}.mac rekeyed")
+    if forgery == "mac with the key's id and a forged tag":
+        tag = f"{macs.masters.current.id}:{rng.getrandbits(256):064x}"
+        return _update(kind, row, {"mac": tag}, f"{kind.table}.mac guessed")
+    column = rng.choice([c for c in kind.columns if c not in kind.key])
+    value = row[column]
+    if isinstance(value, int) and not isinstance(value, bool):
+        new_value: Any = value + rng.choice([-1, 1])
+    elif isinstance(value, str):
+        new_value = _edit_text(rng, value)
+    else:
+        new_value = rng.choice(["x", 1])
+    if new_value == value:
+        new_value = None if value is not None else "x"
+    return _update(kind, row, {column: new_value}, f"{kind.table}.{column} changed")
+
+
+def _new_revision(rng: random.Random, raw: Raw) -> Trial:
+    """A new revision for one owner, hash-chained and digested exactly as Oh writes one, its
+    rows MACed with a guess."""
+    owner = rng.choice(OWNERS)
+    ((latest, head),) = raw(
+        "SELECT revision, head_hash FROM knowledge_bases WHERE owner = ?", (owner,)
+    )
+    accepted = [r for r in _rows(raw, PROPOSAL) if r["owner"] == owner and r["state"] == "accepted"]
+    proposal = proposal_from_row([accepted[0][c] for c in PROPOSAL.columns])
+    record = Record.parse({"name": "finding:forged", "text": "never reviewed"})
+    decision = Decision("accept", owner, "2026-11-29T12:30:00.000000Z", "forged")
+    reviewed, entry = accepted_version(
+        proposal,
+        decision,
+        record,
+        author=owner,
+        revision=latest + 1,
+        prev_hash=head,
+        supersedes=None,
+    )
+    guess = f"forged:{rng.getrandbits(256):064x}"
+    trial = Trial(
+        "new revision forged",
+        [
+            (
+                "INSERT INTO revisions (owner, revision, what, proposal_id, name, digest, made_by,"
+                " made_at, prev_hash, hash, mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*entry.hashed_body().values(), entry.hash, guess),
+            ),
+            (
+                "INSERT INTO reviewed (owner, name, kind, content, digest, author, written_at,"
+                " revision, source, decision, proposal_id, supersedes, mac)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    owner,
+                    reviewed.name,
+                    reviewed.kind,
+                    reviewed.content,
+                    reviewed.digest,
+                    reviewed.author,
+                    reviewed.written_at,
+                    reviewed.revision,
+                    canonical_text(reviewed.source.to_json()),
+                    canonical_text(reviewed.decision.to_json()),
+                    reviewed.proposal_id,
+                    None,
+                    guess,
+                ),
+            ),
+            (
+                "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
+                (entry.revision, entry.hash, owner),
+            ),
+        ],
+    )
+    trial.undo = [
+        (
+            "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
+            (latest, head, owner),
+        ),
+        ("DELETE FROM reviewed WHERE owner = ? AND revision = ?", (owner, entry.revision)),
+        ("DELETE FROM revisions WHERE owner = ? AND revision = ?", (owner, entry.revision)),
+    ]
+    return trial
+
+
+def run_knowledge(target: KnowledgeTarget, trials: int, seed: int) -> dict[str, Any]:
+    """``trials`` knowledge forgeries on a database written with MACs, each checked and undone."""
+    from oh.verify import verify_knowledge
+
+    rng = random.Random(seed)
+    key_store = LibsqlKeyStore(target.keys)
+    macs = KnowledgeMacs(MasterKeys(MasterKey(rng.randbytes(32))), key_store, FakeClock(T0))
+    store = target.open(macs)
+    raw = Raw(Target(target.kind, target.location))
+    counts = {
+        "detected": 0,
+        "verify_crashed": 0,
+        "refused_by_database": 0,
+        "reads": 0,
+        "read_refused_integrity": 0,
+        "read_served_genuine": 0,
+        "read_served_forgery": 0,
+        "read_served_without_a_moved_row": 0,
+        "read_answered_unexpectedly": 0,
+        "never_refused": 0,
+    }
+    missed: list[str] = []
+    unexpected: list[str] = []
+    by_kind: dict[str, list[int]] = {}
+    done = 0
+    try:
+        fill_knowledge(store, rng)
+        names = {
+            owner: sorted({r.name for r in store.revisions(owner) if r.what == "decision"})
+            for owner in OWNERS
+        }
+        truth = _knowledge_reads(store, names)
+        if not verify_knowledge(store, macs=macs).ok or any(
+            type(v) is tuple and v[:1] in (("error",), ("crash",)) for v in truth.values()
+        ):
+            raise RuntimeError("the filled knowledge does not verify")
+        _disable_guards(raw)
+        while done < trials:
+            trial = _forge(rng, raw, macs)
+            try:
+                for sql, params in trial.do:
+                    raw(sql, params)
+            except Exception:
+                counts["refused_by_database"] += 1  # a constraint said no: nothing to detect
+                for sql, params in trial.undo:
+                    with contextlib.suppress(Exception):
+                        raw(sql, params)
+                continue
+            done += 1
+            seen = by_kind.setdefault(trial.description, [0, 0])
+            seen[0] += 1
+            try:
+                found = not verify_knowledge(store, macs=macs).ok
+            except Exception as exc:
+                found = False
+                counts["verify_crashed"] += 1
+                missed.append(f"{trial.description}: verify raised {type(exc).__name__}: {exc}")
+            if found:
+                counts["detected"] += 1
+                seen[1] += 1
+            elif len(missed) < 20:
+                missed.append(trial.description)
+            refused = False
+            moved = trial.description in MOVES_A_ROW_AWAY
+            for key, answer in _knowledge_reads(store, names).items():
+                counts["reads"] += 1
+                if answer == ("error", "integrity"):
+                    counts["read_refused_integrity"] += 1
+                    refused = True
+                elif type(answer) is tuple and answer[:1] in (("error",), ("crash",)):
+                    counts["read_answered_unexpectedly"] += 1
+                    unexpected.append(f"{trial.description}: {key}: {answer}"[:300])
+                elif answer == truth[key]:
+                    counts["read_served_genuine"] += 1
+                elif (
+                    moved
+                    and len(answer) == len(truth[key]) - 1
+                    and all(item in truth[key] for item in answer)
+                ):
+                    counts["read_served_without_a_moved_row"] += 1
+                    refused = True  # what a read cannot see; verify reports the moved row
+                else:
+                    counts["read_served_forgery"] += 1
+                    unexpected.append(f"{trial.description}: {key} served a forgery"[:300])
+            counts["never_refused"] += not refused
+            for sql, params in trial.undo:
+                raw(sql, params)
+    finally:
+        raw.close()
+        store.close()
+        key_store.close()
+    return {
+        "suite": "tamper --keys",
+        "backend": target.kind,
+        "seed": seed,
+        "alterations": done,
+        **counts,
+        "verify_missed": done - counts["detected"],
+        "by_kind": {kind: f"{hit}/{total}" for kind, (total, hit) in sorted(by_kind.items())},
+        "missed_examples": missed[:10],
+        "unexpected_read_examples": sorted(set(unexpected))[:10],
+        "figure": (
+            f"knowledge forgeries detected: {100 * counts['detected'] / max(done, 1):.4g}%"
+            f" ({counts['detected']}/{done}); reads served a forgery:"
+            f" {counts['read_served_forgery']} (of {counts['reads']} reads; answered otherwise:"
+            f" {counts['read_answered_unexpectedly']}; forgeries no read refused:"
+            f" {counts['never_refused']})"
+        ),
+        "ok": counts["detected"] == done
+        and counts["read_served_forgery"] == 0
+        and counts["read_answered_unexpectedly"] == 0
+        and counts["never_refused"] == 0
+        and counts["read_served_genuine"] > 0,
+    }
+
+
 def main() -> int:
     parser = common_arguments(__doc__)
     parser.add_argument("--trials", type=int, default=10_000)
@@ -694,8 +1162,32 @@ def main() -> int:
         default=0.2,
         help="share of alterations made to derived copies (answers, metadata, vectors); 1: all",
     )
+    parser.add_argument(
+        "--keys",
+        action="store_true",
+        help="forge reviewed knowledge written with MACs under a master key (docs/keys.md)",
+    )
     args = parser.parse_args()
     seed = seed_of(args.seed)
+    if args.keys:
+        with scratch("oh-tamper-keys-", args.keep) as tmp:
+            keys = str(tmp / "keys.db")
+            if args.postgres:
+                with postgres_target() as target:
+                    summary = run_knowledge(
+                        KnowledgeTarget("postgres", target.location, keys), args.trials, seed
+                    )
+                    notes = _sealed_notes(target, tmp, args)
+            else:
+                location = str(tmp / "knowledge.db")
+                summary = run_knowledge(
+                    KnowledgeTarget("libsql", location, keys), args.trials, seed
+                )
+                notes = _sealed_notes(Target.libsql(tmp), tmp, args)
+        summary["notes"] = notes
+        summary["figure"] = f"knowledge: {summary['figure']}; sealed notes: {notes['figure']}"
+        summary["ok"] = summary["ok"] and notes["ok"]
+        return report(summary, args.json)
     if args.postgres:
         with postgres_target() as target:
             summary = run(target, args.trials, seed, derived=args.derived)
@@ -703,6 +1195,12 @@ def main() -> int:
         with scratch("oh-tamper-", args.keep) as tmp:
             summary = run(Target.libsql(tmp), args.trials, seed, derived=args.derived)
     return report(summary, args.json)
+
+
+def _sealed_notes(target: Target, tmp: Path, args: Any) -> dict[str, Any]:
+    """With ``--keys``, the notes half: the memory suite on sealed notebooks, with forgeries by
+    a writer who holds no key (``_forged_content``) among its alterations."""
+    return run(target.sealed(tmp), args.trials, seed_of(args.seed), derived=args.derived)
 
 
 if __name__ == "__main__":

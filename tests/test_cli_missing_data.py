@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 
 from oh.cli import main
-from oh.config import is_postgres_url
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.config import Locations, is_postgres_url, open_knowledge_store, open_memory_store
 
 
 @pytest.fixture(autouse=True)
@@ -224,8 +222,9 @@ def test_oh_token_create_starts_a_data_dir_that_does_not_exist(
     assert main(["token", "create", "--owner", "ann", "--data", str(data)]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1]
     assert {"knowledge.db", "memory.db"} <= set(os.listdir(data))
-    LibsqlMemoryStore(data / "memory.db").close()
-    LibsqlKnowledgeStore(data / "knowledge.db").close()
+    # It started the master key too (beside the data directory): open the stores as oh does.
+    open_memory_store(Locations(data, create=False)).close()
+    open_knowledge_store(Locations(data, create=False)).close()
 
 
 def test_a_preview_without_an_owner_opens_no_database_so_needs_none(

@@ -87,7 +87,7 @@ def _opened(owner: Client, document: str, run: str = "run-1") -> tuple[str, Clie
 
 def _log(served: Served, notebook: str) -> list[dict[str, Any]]:
     """The notebook's log entries, as ``oh export`` writes them."""
-    out = served.oh("export", "--notebook", notebook, "--quiet").stdout
+    out = served.oh("export", "--notebook", notebook, "--plaintext", "--quiet").stdout
     lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     return [line for line in lines if line.get("type") == "entry"]
 

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -34,8 +35,19 @@ def schema() -> Iterator[Schema]:
 
 
 @pytest.fixture
-def servers(schema: Schema) -> Iterator[list[str]]:
-    env = {**os.environ, "OH_MEMORY_URL": schema.url(), "OH_KNOWLEDGE_URL": schema.url()}
+def env(schema: Schema, tmp_path: Path) -> dict[str, str]:
+    """Both databases on PostgreSQL, and one keys directory for every process (docs/keys.md):
+    the servers start together, and one of them creates the master key."""
+    return {
+        **os.environ,
+        "OH_MEMORY_URL": schema.url(),
+        "OH_KNOWLEDGE_URL": schema.url(),
+        "OH_KEYS": str(tmp_path / "keys"),
+    }
+
+
+@pytest.fixture
+def servers(env: dict[str, str]) -> Iterator[list[str]]:
     urls, processes = [], []
     for _ in range(2):
         port = _free_port()
@@ -68,8 +80,9 @@ def servers(schema: Schema) -> Iterator[list[str]]:
             process.wait(timeout=20)
 
 
-def test_many_servers_one_database_no_lost_update(schema: Schema, servers: list[str]) -> None:
-    env = {**os.environ, "OH_MEMORY_URL": schema.url(), "OH_KNOWLEDGE_URL": schema.url()}
+def test_many_servers_one_database_no_lost_update(
+    schema: Schema, servers: list[str], env: dict[str, str]
+) -> None:
     token = (
         subprocess.run(
             [sys.executable, "-m", "oh.cli", "token", "create", "--owner", "ann"],

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from oh.config import Locations, open_host
 from oh.core.clock import system_clock
 from oh.host import Host, MemoryCard
 from oh.testing.served import Served, oh_command
@@ -111,7 +112,8 @@ def test_remember_all_answers_each_call_as_call_tool_alone(host: Host) -> None:
 def test_concurrent_clients_of_oh_serve_are_answered_as_one_at_a_time(tmp_path: Path) -> None:
     data = tmp_path / "data"
     with Served(data) as served:
-        setup = make_host(data, system_clock)  # the server reads the wall clock
+        # The server started the data directory with a master key: open it as oh does.
+        setup = open_host(Locations(data, create=False), clock=system_clock)
         try:
             runs = [open_run(setup, f"run-{i}") for i in range(8)]
         finally:

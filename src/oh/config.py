@@ -21,6 +21,14 @@ exists (``oh.cli.options.read_locations``): a data directory or an embedded data
 is not there is refused with ``not_found`` before anything is created, so a mistyped ``--data``
 never yields fresh empty databases that verify as OK. Only ``oh serve`` and ``oh token create``,
 the commands that start a data directory, pass ``create=True``.
+
+Keys (docs/keys.md): ``--keys DIR`` (``OH_KEYS``, default the data directory's sibling
+``<name>-keys``, so ``./oh-data`` has ``./oh-data-keys``) holds the master key file and the key
+store, deliberately outside the data directory operators back up. ``OH_MASTER_KEY`` overrides
+the key file. ``open_keyring`` (the embedded memory store's) and ``knowledge_macs`` (every
+knowledge store's) open what is configured and never create a key; ``start_master_key`` is what
+a command that starts a data directory does when none is configured. ``rotate_master_key`` (and
+its steps) replaces the key file's key.
 """
 
 from __future__ import annotations
@@ -31,31 +39,57 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from oh.core.clock import Clock, system_clock
-from oh.errors import InvalidArgument, NotFound
+from oh.errors import AlreadyExists, InvalidArgument, NotFound
 from oh.host import Host, HostSettings
+from oh.keys import (
+    KEY_FILE,
+    MASTER_KEY_ENV,
+    NEXT_KEY_FILE,
+    Keyring,
+    MasterKey,
+    MasterKeys,
+    load_master_keys,
+    read_master_key,
+    write_master_key,
+)
+from oh.knowledge_macs import KnowledgeMacs, Remaced, remac
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
+from oh.storage.key_store import KEY_STORE_FILE, KeyShredder, LibsqlKeyStore
 from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 
 __all__ = [
     "DEFAULT_DATA_DIR",
     "RECALL_MODES",
+    "KeyStatus",
     "Locations",
     "RecallConfig",
+    "Rotation",
+    "begin_rotation",
+    "check_rotation",
     "close_host",
     "close_recall",
+    "create_master_key",
     "embedded_driver",
+    "finish_rotation",
     "is_postgres_url",
+    "key_status",
+    "knowledge_macs",
     "open_agent_host",
     "open_host",
     "open_host_registry",
+    "open_keyring",
     "open_knowledge_store",
     "open_memory_store",
     "open_purge_access",
     "open_recall",
+    "remac_knowledge",
+    "rewrap_data_keys",
+    "rotate_master_key",
+    "start_master_key",
 ]
 
 DEFAULT_DATA_DIR = "oh-data"
@@ -68,6 +102,7 @@ class Locations:
     knowledge_url: str | None = None
     create: bool = True  # may opening create the data directory and missing database files?
     driver: Driver = "sqlite3"  # how the embedded files are opened (``OH_EMBEDDED_DRIVER``)
+    keys_dir: Path | None = None  # ``--keys`` / ``OH_KEYS``; None: beside the data directory
 
     @classmethod
     def resolve(
@@ -77,15 +112,28 @@ class Locations:
         knowledge_url: str | None = None,
         *,
         create: bool = True,
+        keys_dir: str | None = None,
     ) -> Locations:
         """Explicit values win over the environment, which wins over the defaults."""
+        keys = keys_dir or os.environ.get("OH_KEYS") or None
         return cls(
             data_dir=Path(data_dir or os.environ.get("OH_DATA") or DEFAULT_DATA_DIR),
             memory_url=memory_url or os.environ.get("OH_MEMORY_URL") or None,
             knowledge_url=knowledge_url or os.environ.get("OH_KNOWLEDGE_URL") or None,
             create=create,
             driver=embedded_driver(os.environ),
+            keys_dir=None if keys is None else Path(keys),
         )
+
+    def keys_path(self) -> Path:
+        """The keys directory: ``keys_dir``, or the data directory's sibling ``<name>-keys``
+        (outside the directory operators back up, so its backups never hold a data key)."""
+        if self.keys_dir is not None:
+            return self.keys_dir
+        data = self.data_dir.resolve() if self.data_dir.name in ("", "..") else self.data_dir
+        if not data.name:
+            raise InvalidArgument(f"the data directory {data} has no name to put -keys after")
+        return data.with_name(data.name + "-keys")
 
     def memory_path(self) -> Path:
         return _embedded_path(self.memory_url, self.data_dir / "memory.db", self.create)
@@ -155,24 +203,336 @@ def is_postgres_url(url: str | None) -> bool:
     return url is not None and url.startswith(("postgresql://", "postgres://"))
 
 
+# -- keys (docs/keys.md) -------------------------------------------------------------------
+
+
+def open_keyring(locations: Locations) -> Keyring | None:
+    """The keyring of the configured master key (``OH_MASTER_KEY``, else the key file) over the
+    key store; None when no master key is configured. It never creates a key; a command that
+    may not create files refuses a missing key store (``not_found``) instead of starting an
+    empty one, under which every sealed notebook would read as forgotten."""
+    keys_dir = locations.keys_path()
+    masters = load_master_keys(keys_dir, os.environ)
+    if masters is None:
+        return None
+    store_path = _existing_key_store(locations)
+    return Keyring(masters, _key_store(store_path))
+
+
+def _existing_key_store(locations: Locations) -> Path:
+    """The key store's path; ``not_found`` when it is missing and may not be created."""
+    path = locations.keys_path() / KEY_STORE_FILE
+    if not locations.create and not path.is_file():
+        raise NotFound(
+            f"a master key is configured but there is no key store at {path}"
+            " (pass --keys or set OH_KEYS to the keys directory; docs/keys.md)"
+        )
+    return path
+
+
+def _key_store(path: Path) -> LibsqlKeyStore:
+    try:
+        return LibsqlKeyStore(path)
+    except OSError as exc:  # the keys directory cannot be made: bad input, not a crash
+        raise InvalidArgument(f"cannot create the key store {path}: {exc.strerror}") from exc
+
+
+def create_master_key(locations: Locations, *, write: bool = True) -> MasterKey:
+    """A new master key for the keys directory: written to its key file (mode 0600), or with
+    ``write=False`` only returned (to be kept in ``OH_MASTER_KEY``); the key store is created
+    either way. ``already_exists`` when a master key is configured, or when the key store
+    holds data keys already: a new key could not open them, and Oh never replaces a key."""
+    keys_dir = locations.keys_path()
+    key_file = keys_dir / KEY_FILE
+    if os.environ.get(MASTER_KEY_ENV):
+        raise AlreadyExists(f"{MASTER_KEY_ENV} is set: a master key is configured already")
+    if key_file.exists():
+        raise AlreadyExists(f"a master key file exists at {key_file}; Oh never overwrites one")
+    store_path = keys_dir / KEY_STORE_FILE
+    held = _data_keys(store_path)
+    if held:
+        raise AlreadyExists(
+            f"the key store {store_path} holds {sum(held.values())} data keys wrapped by master"
+            f" key {', '.join(sorted(held))}, which a new key cannot open: restore that key"
+            " (docs/keys.md, Losing the master key)"
+        )
+    key = MasterKey.generate()
+    try:
+        if write:
+            write_master_key(key_file, key)
+        _key_store(store_path).close()
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write to the keys directory {keys_dir}: {exc}") from exc
+    return key
+
+
+def start_master_key(locations: Locations) -> Path | None:
+    """What a command that starts a data directory (``Locations.create``) does about keys:
+    when no master key is configured, create one (``create_master_key``) and return its file,
+    which the command names once in a warning; None when a key is configured (the key store
+    is created if it is missing) or may not be created. Call it after ``Locations.prepare``, so
+    a data directory that cannot be made leaves no key behind."""
+    if not locations.create:
+        return None
+    keys_dir = locations.keys_path()
+    if load_master_keys(keys_dir, os.environ) is not None:
+        if not (keys_dir / KEY_STORE_FILE).is_file():  # a key from OH_MASTER_KEY, say
+            _key_store(keys_dir / KEY_STORE_FILE).close()
+        return None
+    try:
+        create_master_key(locations)
+    except AlreadyExists:
+        if (keys_dir / KEY_FILE).exists():  # another process starting beside this one made it
+            return None
+        raise
+    return keys_dir / KEY_FILE
+
+
+def _data_keys(store_path: Path) -> dict[str, int]:
+    """How many data keys each master key wraps in the key store (none when it is absent)."""
+    if not store_path.is_file():
+        return {}
+    store = LibsqlKeyStore(store_path, create=False)
+    try:
+        return store.count()
+    finally:
+        store.close()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyStatus:
+    """What ``oh key status`` shows; never key material."""
+
+    keys_dir: Path
+    master_key_id: str | None  # None: no master key is configured
+    source: str | None  # "environment" (OH_MASTER_KEY) or "file"
+    key_file: Path | None  # the key file in use (source "file")
+    key_store: Path
+    key_store_exists: bool
+    data_keys: dict[str, int]  # how many each master key (by id) wraps
+    unreadable_data_keys: int  # wrapped by a master key not configured: never opened here
+    rotation_in_progress: bool  # ``master.key.next`` is there
+    next_key_id: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "keys_dir": str(self.keys_dir),
+            "master_key_id": self.master_key_id,
+            "source": self.source,
+            "key_file": None if self.key_file is None else str(self.key_file),
+            "key_store": str(self.key_store),
+            "key_store_exists": self.key_store_exists,
+            "data_keys": dict(sorted(self.data_keys.items())),
+            "unreadable_data_keys": self.unreadable_data_keys,
+            "rotation_in_progress": self.rotation_in_progress,
+            "next_key_id": self.next_key_id,
+        }
+
+
+def key_status(locations: Locations) -> KeyStatus:
+    """The configured master key, the key store and any rotation in progress."""
+    keys_dir = locations.keys_path()
+    masters = load_master_keys(keys_dir, os.environ)
+    from_env = bool(os.environ.get(MASTER_KEY_ENV))
+    store_path = keys_dir / KEY_STORE_FILE
+    upcoming = keys_dir / NEXT_KEY_FILE
+    held = _data_keys(store_path)
+    known = set() if masters is None else {key.id for key in (masters.current, *masters.others)}
+    return KeyStatus(
+        keys_dir=keys_dir.resolve(),
+        master_key_id=None if masters is None else masters.current.id,
+        source=None if masters is None else ("environment" if from_env else "file"),
+        key_file=None if masters is None or from_env else (keys_dir / KEY_FILE).resolve(),
+        key_store=store_path.resolve(),
+        key_store_exists=store_path.is_file(),
+        data_keys=held,
+        unreadable_data_keys=sum(n for key_id, n in held.items() if key_id not in known),
+        rotation_in_progress=upcoming.exists(),
+        next_key_id=read_master_key(upcoming).id if upcoming.exists() else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Rotation:
+    """A rotation: the key ids before and after, how many data keys were rewrapped and how
+    many knowledge rows MACed again, and the key file."""
+
+    old_id: str
+    new_id: str
+    rewrapped: int
+    key_file: Path
+    remaced: int = 0  # knowledge rows MACed again
+
+
+def check_rotation(locations: Locations) -> None:
+    """Why the key file's key cannot be rotated, if it cannot: ``invalid_argument`` with
+    ``OH_MASTER_KEY`` set, ``not_found`` without a key file."""
+    if os.environ.get(MASTER_KEY_ENV):
+        raise InvalidArgument(
+            f"{MASTER_KEY_ENV} is set: oh key rotate rotates only the key file; to rotate a key"
+            " kept in the environment follow docs/keys.md, Rotating the master key"
+        )
+    current = locations.keys_path() / KEY_FILE
+    if not current.exists():
+        raise NotFound(f"no master key file at {current} (oh key create makes one)")
+
+
+def begin_rotation(locations: Locations) -> MasterKey:
+    """Step 1 of ``rotate_master_key``: the next key, ``master.key.next``, read when a rotation
+    that did not finish left it, else generated and written (durably, mode 0600)."""
+    check_rotation(locations)
+    upcoming = locations.keys_path() / NEXT_KEY_FILE
+    if upcoming.exists():
+        return read_master_key(upcoming)
+    key = MasterKey.generate()
+    try:
+        write_master_key(upcoming, key)
+    except OSError as exc:
+        raise InvalidArgument(f"cannot write the next master key {upcoming}: {exc}") from exc
+    return key
+
+
+def rewrap_data_keys(locations: Locations, new: MasterKey) -> Rotation:
+    """Step 2: every data key rewrapped under ``new`` in one transaction of the key store.
+    The keyring opens with the key file's key and the next one, so this runs again after a
+    crash anywhere; it repeats (a few times at most) while a data key is left under another
+    key, one a process still on the old key made meanwhile."""
+    keys_dir = locations.keys_path()
+    masters = load_master_keys(keys_dir, os.environ)
+    if masters is None:
+        raise NotFound(f"no master key is configured in {keys_dir}")
+    store_path = keys_dir / KEY_STORE_FILE
+    if not store_path.is_file():
+        raise NotFound(f"no key store at {store_path}")
+    store = _key_store(store_path)
+    keyring = Keyring(masters, store)
+    try:
+        rewrapped = keyring.rotate(new)
+        for _ in range(3):
+            if set(store.count()) <= {new.id}:
+                break
+            keyring.rotate(new)
+        return Rotation(masters.current.id, new.id, rewrapped, (keys_dir / KEY_FILE).resolve())
+    finally:
+        keyring.close()
+
+
+def remac_knowledge(locations: Locations, new: MasterKey) -> int:
+    """Step 3: every row of the knowledge database MACed again under ``new``, each checked
+    first under the key it carries (the key file's or the next one), in one transaction;
+    return how many rows. Like the rewrap it runs again after a crash anywhere."""
+    store = open_knowledge_store(locations)
+    try:
+        macs = getattr(store, "macs", None)
+        if not isinstance(macs, KnowledgeMacs):
+            raise NotFound(f"no master key is configured in {locations.keys_path()}")
+        masters = macs.masters
+        others = tuple(key for key in (masters.current, *masters.others) if key != new)
+        return remac(cast(Remaced, store), MasterKeys(new, others))
+    finally:
+        store.close()
+
+
+def finish_rotation(locations: Locations) -> None:
+    """Step 4: ``master.key.next`` becomes ``master.key``, atomically, and the directory is
+    synced; from then on the old key opens nothing."""
+    keys_dir = locations.keys_path()
+    upcoming = keys_dir / NEXT_KEY_FILE
+    if not upcoming.exists():
+        raise NotFound(f"no rotation in progress: there is no {upcoming}")
+    os.replace(upcoming, keys_dir / KEY_FILE)
+    directory = os.open(keys_dir, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def rotate_master_key(locations: Locations) -> Rotation:
+    """Replace the key file's master key: the next key written (or resumed), every data key
+    rewrapped and every knowledge row MACed again under it, then the next key renamed over the
+    old. A crash between any two steps leaves every notebook readable and every knowledge row
+    authenticated, and running this again finishes the rotation. The knowledge database must
+    exist (``not_found`` before anything changes): renaming without re-MACing it would leave
+    its rows under a key that is gone."""
+    check_rotation(locations)
+    locations.prepare(memory=False)
+    new = begin_rotation(locations)
+    rotation = rewrap_data_keys(locations, new)
+    remaced = remac_knowledge(locations, new)
+    finish_rotation(locations)
+    return replace(rotation, remaced=remaced)
+
+
 def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -> MemoryStore:
+    """The memory store, sealing with the configured keyring (``open_keyring``), which it owns:
+    closing the store closes the keyring."""
     if is_postgres_url(locations.memory_url):
         from oh.storage.postgres import open_postgres_memory
 
-        return open_postgres_memory(str(locations.memory_url))
-    return LibsqlMemoryStore(
-        locations.memory_path(), synchronous=synchronous, driver=locations.driver
-    )
+        # The key store stays the embedded file in the keys directory, never in the cluster.
+        keyring = open_keyring(locations)
+        try:
+            return open_postgres_memory(str(locations.memory_url), keyring=keyring)
+        except BaseException:
+            if keyring is not None:
+                keyring.close()
+            raise
+    path = locations.memory_path()  # refused (not_found) before any key store is opened
+    keyring = open_keyring(locations)
+    try:
+        return LibsqlMemoryStore(
+            path, keyring=keyring, synchronous=synchronous, driver=locations.driver
+        )
+    except BaseException:
+        if keyring is not None:
+            keyring.close()
+        raise
 
 
 def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL") -> KnowledgeStore:
+    """The knowledge store, writing and checking the MAC of every row under the configured
+    master key (``knowledge_macs``) when one is configured."""
     if is_postgres_url(locations.knowledge_url):
         from oh.storage.postgres_knowledge import open_postgres_knowledge
 
-        return open_postgres_knowledge(str(locations.knowledge_url))
+        return open_postgres_knowledge(str(locations.knowledge_url), macs=knowledge_macs(locations))
+    path = locations.knowledge_path()  # refused (not_found) before the key store is looked at
     return LibsqlKnowledgeStore(
-        locations.knowledge_path(), synchronous=synchronous, driver=locations.driver
+        path, macs=knowledge_macs(locations), synchronous=synchronous, driver=locations.driver
     )
+
+
+def knowledge_macs(locations: Locations) -> KnowledgeMacs | None:
+    """The knowledge MACs under the configured master keys, their marker in the key store;
+    None when no master key is configured."""
+    keys_dir = locations.keys_path()
+    masters = load_master_keys(keys_dir, os.environ)
+    if masters is None:
+        return None
+    return KnowledgeMacs(masters, _KeyStoreMarkers(_existing_key_store(locations)))
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyStoreMarkers:
+    """The key store's markers, the file opened for each use: a knowledge store reads them
+    when it opens (and writes one once) and never closes them, so they hold no connection."""
+
+    path: Path
+
+    def marker(self, name: str) -> str | None:
+        store = _key_store(self.path)
+        try:
+            return store.marker(name)
+        finally:
+            store.close()
+
+    def mark(self, name: str, value: str) -> None:
+        store = _key_store(self.path)
+        try:
+            store.mark(name, value)
+        finally:
+            store.close()
 
 
 def open_host_registry(locations: Locations) -> HostRegistry:
@@ -188,13 +548,29 @@ def open_host_registry(locations: Locations) -> HostRegistry:
 
 def open_purge_access(locations: Locations) -> PurgeAccess:
     """The purge worker's credential on the memory database."""
+    # The purge worker never gets the master key: only the key store credential that destroys
+    # the data keys of the notebooks it purges.
+    store_path = locations.keys_path() / KEY_STORE_FILE
     if is_postgres_url(locations.memory_url):
         from oh.storage.postgres import open_postgres_purge
 
-        return open_postgres_purge(str(locations.memory_url))
+        shredder = KeyShredder(store_path) if store_path.is_file() else None
+        try:
+            return open_postgres_purge(str(locations.memory_url), shredder=shredder)
+        except BaseException:
+            if shredder is not None:
+                shredder.close()
+            raise
     from oh.storage.libsql import LibsqlPurgeAccess
 
-    return LibsqlPurgeAccess(locations.memory_path())
+    path = locations.memory_path()
+    shredder = KeyShredder(store_path) if store_path.is_file() else None
+    try:
+        return LibsqlPurgeAccess(path, shredder=shredder)
+    except BaseException:
+        if shredder is not None:
+            shredder.close()
+        raise
 
 
 def open_recall(

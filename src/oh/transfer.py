@@ -22,15 +22,40 @@ Import reads the file twice: the first pass checks everything (the trailer's lin
 digest, every hash chain, every digest, every canonical form) and writes nothing; only a file
 that passes is imported, each notebook and each owner in its own transaction. An id that is
 already taken is ``already_exists`` (or skipped with ``skip_existing``).
+
+A **sealed export** (docs/keys.md, Exports) is the same lines sealed under the host's master
+key, for an export that is to rest anywhere the data itself may not. Its first line is a plain
+RFC 8785 header naming the master key (by id, never the key) and a fresh random 32-byte salt::
+
+    {"chunk_bytes":65536,"cipher":"AES-256-GCM","kdf":"HMAC-SHA256",
+     "master_key":"<16 hex digits>","oh_sealed_export":1,"salt":"<base64>"}
+
+then the lines as AES-256-GCM chunks, each ``chunk_bytes`` of plaintext and a 16-byte tag (the
+last one shorter, maybe empty), under an export key that the master key derives from the salt
+(HMAC-SHA256 under its MAC key, with a label of its own). A chunk's nonce is its index; its
+associated data is the header line, the index and whether it is the last, so a chunk changed,
+moved, dropped, cut short or taken from another export, and an export cut at a chunk boundary,
+all fail to open: ``integrity``, and since the whole export is checked before anything is
+written, nothing is imported. Both directions stream one chunk at a time (``sealed_writer``,
+``open_export``). Importing opens the lines and then imports them exactly as a plaintext
+export's; a store with a keyring seals what it imports under its own data keys.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import io
+import secrets
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO, Any, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from oh.core.canonical import canonical_bytes, canonical_text, matches_digest, parse_json
 from oh.core.changes import MAX_CHANGES, LogChain, LogEntry, LoggedChange
@@ -47,11 +72,17 @@ from oh.core.reviewed import (
     knowledge_genesis,
 )
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument
+from oh.keys import MasterKeys, WrappingKey
 from oh.storage.base import KnowledgeStore, MemoryStore, PackInstall
 
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer, WriteableBuffer
+
 __all__ = [
+    "CHUNK_BYTES",
     "FORMAT",
     "FORMAT_VERSION",
+    "SEALED_EXPORT_VERSION",
     "ExportReport",
     "ImportReport",
     "Progress",
@@ -60,6 +91,8 @@ __all__ = [
     "export_knowledge",
     "export_notebooks",
     "import_export",
+    "open_export",
+    "sealed_writer",
 ]
 
 FORMAT = "oh-export"
@@ -84,6 +117,7 @@ class ExportReport:
     revisions: int = 0
     proposals: int = 0
     sha256: str = ""
+    sealed_under: str | None = None  # the master key's id, for a sealed export
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +130,7 @@ class ExportReport:
             "revisions": self.revisions,
             "proposals": self.proposals,
             "sha256": self.sha256,
+            "sealed_under": self.sealed_under,
         }
 
 
@@ -177,11 +212,23 @@ def export_notebooks(
     out: IO[bytes],
     notebook_ids: Iterable[str] | None = None,
     progress: Progress = _no_progress,
+    *,
+    seal: MasterKeys | None = None,
 ) -> ExportReport:
-    """Write the notebooks (every one when ``notebook_ids`` is None) with their whole logs.
+    """Write the notebooks (every one when ``notebook_ids`` is None) with their whole logs,
+    sealed under ``seal``'s current master key when it is given (a sealed export).
 
     Each notebook is written as it was when its row was read: its log up to that version. A
     notebook forgotten while it is being written is ``integrity`` (export it again)."""
+    with _sealing(out, seal) as target:
+        report = _export_notebooks(store, target, notebook_ids, progress)
+    report.sealed_under = None if seal is None else seal.current.id
+    return report
+
+
+def _export_notebooks(
+    store: MemoryStore, out: IO[bytes], notebook_ids: Iterable[str] | None, progress: Progress
+) -> ExportReport:
     writer = _Writer(out, ExportReport("notebooks"), progress)
     writer.line(_header("notebooks"))
     for notebook_id in store.notebook_ids() if notebook_ids is None else notebook_ids:
@@ -257,10 +304,21 @@ def _proposal_line(proposal: Proposal) -> dict[str, Any]:
 
 
 def export_knowledge(
-    store: KnowledgeStore, out: IO[bytes], progress: Progress = _no_progress
+    store: KnowledgeStore,
+    out: IO[bytes],
+    progress: Progress = _no_progress,
+    *,
+    seal: MasterKeys | None = None,
 ) -> ExportReport:
     """Write the whole knowledge base: every owner's revisions, reviewed versions, pack
-    installs and proposals (decided or not)."""
+    installs and proposals (decided or not), sealed under ``seal`` when it is given."""
+    with _sealing(out, seal) as target:
+        report = _export_knowledge(store, target, progress)
+    report.sealed_under = None if seal is None else seal.current.id
+    return report
+
+
+def _export_knowledge(store: KnowledgeStore, out: IO[bytes], progress: Progress) -> ExportReport:
     writer = _Writer(out, ExportReport("knowledge"), progress)
     writer.line(_header("knowledge"))
     with_base = set(store.owners())
@@ -337,9 +395,11 @@ def _header_of(number: int, line: dict[str, Any]) -> str:
     return str(line["what"])
 
 
-def export_contents(source: BinaryIO) -> str:
+def export_contents(source: BinaryIO, masters: MasterKeys | None = None) -> str:
     """What the export in ``source`` holds, ``"notebooks"`` or ``"knowledge"``, read from its
-    header line alone: which store to open before ``import_export`` checks the whole of it."""
+    header line alone (a sealed export's first chunk alone, opened with ``masters``): which
+    store to open before ``import_export`` checks the whole of it."""
+    source = open_export(source, masters)
     source.seek(0)
     first = source.readline()
     header = parse_json(first.rstrip(b"\n"), "line 1") if first else {}
@@ -682,6 +742,7 @@ class ImportReport:
     revisions: int = 0
     proposals: int = 0
     skipped: list[str] = field(default_factory=list)
+    sealed_under: str | None = None  # the master key's id, for a sealed export
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -693,18 +754,23 @@ class ImportReport:
             "revisions": self.revisions,
             "proposals": self.proposals,
             "skipped": self.skipped,
+            "sealed_under": self.sealed_under,
         }
 
 
-def check_export(source: BinaryIO, progress: Progress = _no_progress) -> ImportReport:
-    """Read a whole export and check it (format, trailer, chains, digests); write nothing.
+def check_export(
+    source: BinaryIO, progress: Progress = _no_progress, *, masters: MasterKeys | None = None
+) -> ImportReport:
+    """Read a whole export, plaintext or sealed (opened with ``masters``), and check it
+    (format, trailer, chains, digests, and every chunk of a sealed one); write nothing.
     Returns what importing it would bring in."""
+    source = open_export(source, masters)
     source.seek(0)
     lines = _lines(source)
     first = next(lines, None)
     if first is None:
         raise InvalidArgument("the export is empty")
-    report = ImportReport(_header_of(*first))
+    report = ImportReport(_header_of(*first), sealed_under=_sealed_under(source))
     peekable = _Peekable(lines)
     last = time.monotonic()
     if report.what == "notebooks":
@@ -730,9 +796,13 @@ def import_export(
     knowledge: KnowledgeStore | None = None,
     skip_existing: bool = False,
     progress: Progress = _no_progress,
+    masters: MasterKeys | None = None,
 ) -> ImportReport:
     """Check a whole export, then import it into ``memory`` (a notebooks export) or
-    ``knowledge`` (a knowledge export). ``source`` must be seekable (it is read twice)."""
+    ``knowledge`` (a knowledge export). ``source`` must be seekable (it is read twice). A
+    sealed export opens with ``masters`` (the key that sealed it must be one of them); what it
+    holds is then imported exactly as a plaintext export's lines."""
+    source = open_export(source, masters)
     expected = check_export(source, progress)
     if expected.what == "notebooks" and memory is None:
         raise InvalidArgument("a notebooks export needs a memory store to import into")
@@ -742,7 +812,7 @@ def import_export(
     lines = _lines(source)
     next(lines)
     peekable = _Peekable(lines)
-    report = ImportReport(expected.what)
+    report = ImportReport(expected.what, sealed_under=expected.sealed_under)
     last = time.monotonic()
     if memory is not None and expected.what == "notebooks":
         for notebook, entries in _notebooks(peekable):
@@ -796,3 +866,291 @@ class _Counted:
         for entry in self._entries:
             self.count += 1
             yield entry
+
+
+# -- sealed exports ----------------------------------------------------------------------------
+
+SEALED_EXPORT_VERSION = 1
+CHUNK_BYTES = 64 * 1024  # plaintext per chunk: what either direction holds in memory at once
+_MIN_CHUNK, _MAX_CHUNK = 64, 1024 * 1024  # what a reader accepts (a header is not a malloc size)
+_CIPHER, _KDF = "AES-256-GCM", "HMAC-SHA256"
+_TAG = 16
+_SALT_BYTES = 32
+_SEALED_MARK = b'"oh_sealed_export":'  # how a sealed header is told apart, damaged or not
+_HEADER_LIMIT = 4096
+
+
+def _export_aead(master: WrappingKey, salt: bytes) -> AESGCM:
+    """The export key: an HMAC-SHA256 of the salt under the master key's derived MAC key, with
+    a purpose label no knowledge MAC has (``WrappingKey.mac``, so a key held elsewhere serves
+    too). Fresh for every export (its salt), so chunk indexes can be nonces."""
+    return AESGCM(master.mac(b"oh sealed export v1\0" + salt))
+
+
+def _nonce(index: int) -> bytes:
+    return index.to_bytes(12, "big")
+
+
+def _chunk_ad(header: bytes, index: int, final: bool) -> bytes:
+    return header + index.to_bytes(8, "big") + (b"\1" if final else b"\0")
+
+
+class _Sealing(io.RawIOBase):
+    """Writes a sealed export to ``out``: the header at once, then a chunk each time more than
+    ``chunk_bytes`` are waiting; the last chunk only on ``finish``, so an export that stops
+    before it was finished never opens."""
+
+    def __init__(self, out: IO[bytes], masters: MasterKeys, chunk_bytes: int) -> None:
+        super().__init__()
+        if not _MIN_CHUNK <= chunk_bytes <= _MAX_CHUNK:
+            raise InvalidArgument(f"chunk_bytes must be {_MIN_CHUNK} to {_MAX_CHUNK}")
+        master = masters.current
+        salt = secrets.token_bytes(_SALT_BYTES)
+        header = {
+            "oh_sealed_export": SEALED_EXPORT_VERSION,
+            "master_key": master.id,
+            "salt": base64.b64encode(salt).decode("ascii"),
+            "cipher": _CIPHER,
+            "kdf": _KDF,
+            "chunk_bytes": chunk_bytes,
+        }
+        self._header = canonical_bytes(header) + b"\n"
+        self._aead = _export_aead(master, salt)
+        self._out = out
+        self._chunk = chunk_bytes
+        self._waiting = bytearray()
+        self._index = 0
+        self._abandoned = False
+        out.write(self._header)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: ReadableBuffer) -> int:
+        view = memoryview(data)
+        if self._abandoned:
+            return view.nbytes  # an export that failed: what is left of it is dropped
+        self._waiting += view
+        while len(self._waiting) > self._chunk:
+            self._seal(bytes(self._waiting[: self._chunk]), final=False)
+            del self._waiting[: self._chunk]
+        return view.nbytes
+
+    def _seal(self, plain: bytes, *, final: bool) -> None:
+        ad = _chunk_ad(self._header, self._index, final)
+        self._out.write(self._aead.encrypt(_nonce(self._index), plain, ad))
+        self._index += 1
+
+    def finish(self) -> None:
+        self._seal(bytes(self._waiting), final=True)
+        self._waiting.clear()
+        self._abandoned = True  # nothing may follow the last chunk
+        self._out.flush()
+
+    def abandon(self) -> None:
+        self._abandoned = True
+        self._waiting.clear()
+
+
+@contextmanager
+def sealed_writer(
+    out: IO[bytes], masters: MasterKeys, *, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[BinaryIO]:
+    """A stream that writes what it is given to ``out`` as a sealed export under ``masters``'
+    current key, a chunk at a time. The last chunk is written when the block ends normally;
+    when it raises, the export is left without one, and never imports."""
+    sealing = _Sealing(out, masters, chunk_bytes)
+    stream = io.BufferedWriter(sealing, buffer_size=chunk_bytes)
+    try:
+        yield stream
+        stream.flush()
+        sealing.finish()
+    except BaseException:
+        sealing.abandon()
+        raise
+    finally:
+        stream.close()  # closes the sealing stream, never ``out``
+
+
+@contextmanager
+def _sealing(out: IO[bytes], seal: MasterKeys | None) -> Iterator[IO[bytes]]:
+    if seal is None:
+        yield out
+    else:
+        with sealed_writer(out, seal) as stream:
+            yield stream
+
+
+class _Unsealing(io.RawIOBase):
+    """Reads a sealed export's lines: one chunk opened at a time, the next one read ahead to
+    tell whether this is the last. ``seek`` goes back to the start (and reads forward)."""
+
+    def __init__(
+        self, source: BinaryIO, header: bytes, aead: AESGCM, chunk_bytes: int, master_id: str
+    ) -> None:
+        super().__init__()
+        self.master_id = master_id
+        self._source = source
+        self._header = header
+        self._aead = aead
+        self._frame = chunk_bytes + _TAG
+        self._rewind()
+
+    def _rewind(self) -> None:
+        self._source.seek(len(self._header))
+        self._index = 0
+        self._plain = b""
+        self._offset = 0
+        self._position = 0
+        self._done = False
+        self._ahead = self._read_frame()
+
+    def _read_frame(self) -> bytes:
+        parts, wanted = [], self._frame
+        while wanted:
+            part = self._source.read(wanted)
+            if not part:
+                break
+            parts.append(part)
+            wanted -= len(part)
+        return b"".join(parts)
+
+    def _open_next(self) -> None:
+        frame, index = self._ahead, self._index
+        if len(frame) == self._frame:
+            self._ahead = self._read_frame()
+            final = not self._ahead
+        else:
+            self._ahead, final = b"", True
+        if len(frame) < _TAG:
+            raise IntegrityError(
+                f"the sealed export ends inside chunk {index}: it is truncated (nothing imported)"
+            )
+        try:
+            self._plain = self._aead.decrypt(
+                _nonce(index), frame, _chunk_ad(self._header, index, final)
+            )
+        except InvalidTag:
+            raise IntegrityError(
+                f"chunk {index} of the sealed export does not open: it was changed, cut short,"
+                " reordered or spliced from another export (nothing imported)"
+            ) from None
+        self._offset = 0
+        self._index += 1
+        self._done = final
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer).cast("B")
+        while self._offset >= len(self._plain):
+            if self._done:
+                return 0
+            self._open_next()
+        count = min(view.nbytes, len(self._plain) - self._offset)
+        view[:count] = self._plain[self._offset : self._offset + count]
+        self._offset += count
+        self._position += count
+        return count
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if whence == io.SEEK_CUR:
+            offset += self._position
+        elif whence != io.SEEK_SET:
+            raise io.UnsupportedOperation("a sealed export seeks from its start only")
+        if offset < self._position:
+            self._rewind()
+        scratch = bytearray(min(self._frame, max(offset - self._position, 1)))
+        while self._position < offset:
+            view = memoryview(scratch)[: offset - self._position]
+            if not self.readinto(view):
+                break
+        return self._position
+
+
+class _Unsealed(io.BufferedReader):
+    """The plaintext lines of a sealed export, read a chunk at a time."""
+
+    def __init__(self, raw: _Unsealing) -> None:
+        super().__init__(raw, buffer_size=CHUNK_BYTES)
+        self.master_id = raw.master_id
+
+
+def _sealed_under(source: BinaryIO) -> str | None:
+    return source.master_id if isinstance(source, _Unsealed) else None
+
+
+def open_export(source: BinaryIO, masters: MasterKeys | None) -> BinaryIO:
+    """The export's canonical lines, from a plaintext export (``source`` itself) or a sealed
+    one (opened with ``masters``; ``integrity`` when none of them is the key that sealed it,
+    naming that key). Only the header is read here; every chunk is checked as it is read."""
+    if isinstance(source, _Unsealed):
+        return source
+    source.seek(0)
+    first = source.readline(_HEADER_LIMIT)
+    if _SEALED_MARK not in first:
+        source.seek(0)
+        return source
+    header = _sealed_header(first)
+    key_id = str(header["master_key"])
+    configured = () if masters is None else (masters.current, *masters.others)
+    master = next((key for key in configured if key.id == key_id), None)
+    if master is None:
+        have = (
+            "no master key is configured here"
+            if not configured
+            else "the master key configured here is " + " and ".join(key.id for key in configured)
+        )
+        raise IntegrityError(
+            f"this export is sealed under master key {key_id}, and {have}: it opens only with"
+            f" master key {key_id} (docs/keys.md, Exports)"
+        )
+    salt = base64.b64decode(header["salt"], validate=True)
+    aead = _export_aead(master, salt)
+    return _Unsealed(_Unsealing(source, first, aead, header["chunk_bytes"], key_id))
+
+
+def _sealed_header(first: bytes) -> dict[str, Any]:
+    """The checked header of a sealed export (its first line, ``first``)."""
+    damaged = "the sealed export's header is damaged"
+    if not first.endswith(b"\n"):
+        raise IntegrityError(f"{damaged} (no end of line)")
+    try:
+        header = parse_json(first[:-1], "the sealed export's header")
+    except InvalidArgument:
+        raise IntegrityError(f"{damaged} (not JSON)") from None
+    if type(header) is not dict:
+        raise IntegrityError(f"{damaged} (not an object)")
+    version = header.get("oh_sealed_export")
+    if type(version) is int and version != SEALED_EXPORT_VERSION:
+        raise InvalidArgument(
+            f"sealed export version {version} is not supported here (this Oh reads version"
+            f" {SEALED_EXPORT_VERSION})"
+        )
+    expected = {"oh_sealed_export", "master_key", "salt", "cipher", "kdf", "chunk_bytes"}
+    if (
+        set(header) != expected
+        or version != SEALED_EXPORT_VERSION
+        or canonical_bytes(header) != first[:-1]
+        or header["cipher"] != _CIPHER
+        or header["kdf"] != _KDF
+        or type(header["master_key"]) is not str
+        or type(header["chunk_bytes"]) is not int
+        or not _MIN_CHUNK <= header["chunk_bytes"] <= _MAX_CHUNK
+        or type(header["salt"]) is not str
+    ):
+        raise IntegrityError(f"{damaged} (fields)")
+    try:
+        salt = base64.b64decode(header["salt"], validate=True)
+    except (binascii.Error, ValueError):
+        raise IntegrityError(f"{damaged} (salt)") from None
+    if len(salt) != _SALT_BYTES:
+        raise IntegrityError(f"{damaged} (salt)")
+    return header

@@ -40,9 +40,18 @@ from oh.core.notebook import Notebook
 from oh.core.records import LINK_KEYS, kind_of
 from oh.core.reviewed import RevisionChain
 from oh.core.seals import seal_matches, vector_seal
-from oh.errors import Bug, OhError, StorageUnavailable, error_for_code
+from oh.errors import (
+    Bug,
+    IntegrityError,
+    InvalidArgument,
+    OhError,
+    StorageUnavailable,
+    error_for_code,
+)
+from oh.knowledge_macs import KnowledgeMacs, refusal
 from oh.query import QUESTIONS, ask
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
+from oh.storage.sql_knowledge import SqlKnowledgeStore
 from oh.view import Entry, Views, assemble
 
 if TYPE_CHECKING:
@@ -67,6 +76,7 @@ class Problem:
     notebook_id: str
     # chain | version | digest | canonical | drift | head | forgotten | damaged
     # | seal (notebook metadata) | vector (recall vectors) | answer (kept answers)
+    # | mac (a knowledge row's MAC missing or wrong)
     what: str
     detail: str
 
@@ -241,7 +251,11 @@ def verify_notebook(
                 differs(name, 1, "digest", f"current {name} does not match its digest")
             continue
         # Anything else is read whole and its content hashed, to say what differs.
-        have = store.record(notebook_id, check.name)
+        try:
+            have = store.record(notebook_id, check.name)
+        except IntegrityError as exc:  # sealed content that does not open (docs/keys.md)
+            differs(str(name), 0, "damaged", f"current {name!r}: {exc}")
+            continue
         if have is None:
             differs(name, 0, "drift", f"{name} changed while it was being checked")
             continue
@@ -419,7 +433,11 @@ def _check_answers(
             due.setdefault(version, []).append((label, question, params, rows))
     if not due:
         return
-    reviewed = Views(store, knowledge).reviewed(notebook.owner, notebook.pinned_revision)
+    # The reviewed records as stored, MACs unchecked: a refused row is verify_knowledge's to
+    # report, and the answers are recomputed from what the database holds.
+    reviewed = Views(store, _unchecked(knowledge)).reviewed(
+        notebook.owner, notebook.pinned_revision
+    )
     notes: dict[str, Entry] = {}
     links: dict[str, tuple[tuple[str, ...], ...]] = {}
     logged: list[LogEntry] = []  # the log without content, for changes_since
@@ -753,7 +771,9 @@ def verify_reviewed_vectors(
             )
         if owner not in decided:
             decided[owner] = {
-                e.digest for e in knowledge.revisions(owner) if e.what == "decision" and e.digest
+                e.digest
+                for e in _unchecked(knowledge).revisions(owner)
+                if e.what == "decision" and e.digest
             }
         if digest not in decided[owner]:
             report.problems.append(
@@ -767,10 +787,38 @@ def verify_reviewed_vectors(
     return report
 
 
-def verify_knowledge(store: KnowledgeStore, report: VerifyReport | None = None) -> VerifyReport:
+def _unchecked(knowledge: Any) -> Any:
+    """``knowledge`` serving its rows without checking their MACs, so that verify reports a
+    refused row instead of stopping at it (``SqlKnowledgeStore.unchecked``)."""
+    return knowledge.unchecked() if isinstance(knowledge, SqlKnowledgeStore) else knowledge
+
+
+def _check_macs(store: KnowledgeStore, macs: KnowledgeMacs, report: VerifyReport) -> None:
+    """One ``mac`` problem for each knowledge row whose MAC is missing or wrong."""
+    if not isinstance(store, SqlKnowledgeStore):
+        raise InvalidArgument(f"a {type(store).__name__} keeps no MACs to verify")
+    for kind, values, mac in store.mac_rows():
+        why = macs.problem(kind, values, mac)
+        if why is not None:
+            owner = dict(zip(kind.columns, values, strict=True)).get("owner")
+            report.problems.append(Problem(f"knowledge:{owner}", "mac", refusal(kind, values, why)))
+
+
+def verify_knowledge(
+    store: KnowledgeStore, report: VerifyReport | None = None, *, macs: KnowledgeMacs | None = None
+) -> VerifyReport:
     """Check each owner's revision chain, and that every reviewed version matches its digest,
-    is canonical, and is the one its revision entry names."""
+    is canonical, and is the one its revision entry names. With ``macs`` (by default the
+    store's own, if it was opened with MACs), also every row's MAC (docs/keys.md): each reviewed
+    version, proposal, revision entry and pack install whose MAC is missing or wrong is a
+    ``mac`` problem. The other checks read the rows as stored, so a refused row is reported,
+    never a reason to stop."""
     report = report if report is not None else VerifyReport()
+    if macs is None and isinstance(store, SqlKnowledgeStore):
+        macs = store.macs
+    if macs is not None:
+        _check_macs(store, macs, report)
+    store = _unchecked(store)
     for owner in store.owners():
         where = f"knowledge:{owner}"
 
@@ -797,7 +845,12 @@ def verify_knowledge(store: KnowledgeStore, report: VerifyReport | None = None) 
             problem("head", f"knowledge base says revision {latest}; entries end at {len(entries)}")
         named = {(e.name, e.revision): e.digest for e in entries if e.what == "decision" and e.name}
         for name in sorted({name for name, _ in named}):
-            for version in store.history(owner, name):
+            try:
+                versions = store.history(owner, name)
+            except (OhError, ValueError, TypeError, KeyError) as exc:
+                problem("damaged", f"the versions of {name} cannot be read: {exc}")
+                continue
+            for version in versions:
                 report.records += 1
                 if not matches_digest(version.content, version.digest):
                     problem("digest", f"{name} at revision {version.revision} does not match")
@@ -807,6 +860,11 @@ def verify_knowledge(store: KnowledgeStore, report: VerifyReport | None = None) 
                     problem(
                         "drift", f"{name} at revision {version.revision} is not what was decided"
                     )
+            # A version its revision entry names but the database no longer holds: what no
+            # row's MAC can show, since the row is gone.
+            held = {version.revision for version in versions}
+            for revision in sorted(r for n, r in named if n == name and r not in held):
+                problem("drift", f"{name} at revision {revision} was decided but is missing")
     return report
 
 

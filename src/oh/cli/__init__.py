@@ -4,9 +4,9 @@
 Here is the parser; each command lives in the module of its group, a few short functions that
 read the flags, call the library and print: ``serve`` (``serve``, ``mcp``, ``token``),
 ``notebooks`` (``document``, ``notebook``), ``verify``, ``index``, ``purge``, ``transfer``
-(``export``, ``import``), ``profiles`` (``profile``) and ``reference`` (``postgres``,
-``schemas``, ``demo``). ``options`` holds the flags several commands share. Only this package
-parses arguments or prints for the command line.
+(``export``, ``import``), ``profiles`` (``profile``), ``keys`` (``key``) and ``reference``
+(``postgres``, ``schemas``, ``demo``). ``options`` holds the flags several commands share. Only
+this package parses arguments or prints for the command line.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from oh._version import __version__
 from oh.cli import options
 from oh.cli.index import cmd_index, configure_index
+from oh.cli.keys import register as register_key
 from oh.cli.notebooks import cmd_document, cmd_notebook, configure_document, configure_notebook
 from oh.cli.profiles import register as register_profile
 from oh.cli.purge import cmd_purge, configure_purge
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = options.common()
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     register_profile(sub, common)
+    register_key(sub, common)
     for name, (summary, handler) in COMMANDS.items():
         command = sub.add_parser(name, parents=[common], help=summary, description=summary)
         command.set_defaults(handler=handler)

@@ -1,9 +1,9 @@
 """The options several commands share, and how the command line reads them.
 
-``common()`` holds ``--data``, ``--memory-url`` and ``--knowledge-url``, which every command
-but ``profile`` itself takes; ``read_locations`` reads them (then the environment, then the
-defaults) into ``oh.config.Locations``. ``parse_every`` reads a duration for ``--every`` and
-``--recall-deadline``.
+``common()`` holds ``--data``, ``--memory-url``, ``--knowledge-url`` and ``--keys``, which every
+command but ``profile`` and ``key`` themselves takes (their actions do); ``read_locations``
+reads them (then the environment, then the defaults) into ``oh.config.Locations``.
+``parse_every`` reads a duration for ``--every`` and ``--recall-deadline``.
 """
 
 from __future__ import annotations
@@ -23,18 +23,25 @@ def common() -> argparse.ArgumentParser:
     parser.add_argument(
         "--knowledge-url", metavar="URL", help="knowledge database (env OH_KNOWLEDGE_URL)"
     )
+    parser.add_argument(
+        "--keys",
+        metavar="DIR",
+        help="keys directory: the master key and the key store (env OH_KEYS, DATA-keys beside"
+        " the data directory)",
+    )
     return parser
 
 
 def read_locations(args: argparse.Namespace, *, create: bool = False) -> Locations:
     """The locations a command was given (``--data``, ``--memory-url``, ``--knowledge-url``,
-    then the environment). A command opens only existing data unless it is one that starts a
-    data directory (``create=True``)."""
+    ``--keys``, then the environment). A command opens only existing data unless it is one that
+    starts a data directory (``create=True``)."""
     return Locations.resolve(
         getattr(args, "data", None),
         getattr(args, "memory_url", None),
         getattr(args, "knowledge_url", None),
         create=create,
+        keys_dir=getattr(args, "keys", None),
     )
 
 

@@ -28,7 +28,11 @@ def _profiles(args: argparse.Namespace) -> Profiles:
 
 def _memory(args: argparse.Namespace) -> MemoryStore:
     """The memory database, whose notes preview and install check against the new kinds."""
-    return open_memory_store(Locations.resolve(args.data, args.memory_url, args.knowledge_url))
+    return open_memory_store(
+        Locations.resolve(
+            args.data, args.memory_url, args.knowledge_url, keys_dir=getattr(args, "keys", None)
+        )
+    )
 
 
 def _print_json(value: Any) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from oh._version import __version__
+from oh.cli.keys import warn_created
 from oh.cli.options import parse_every, process_count, read_locations
 from oh.config import (
     Locations,
@@ -33,6 +34,7 @@ from oh.config import (
     is_postgres_url,
     open_agent_host,
     open_host,
+    start_master_key,
 )
 from oh.errors import Forbidden, OhError, Unauthenticated
 
@@ -110,6 +112,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # bound (--port 0 lets the system choose).
     listener = _listen(args.host, args.port)
     try:
+        _start_keys(locations, "serve")  # here, so that every worker opens the same key
         port = int(listener.getsockname()[1])
         shown_host = f"[{args.host}]" if ":" in args.host else args.host
         base = f"http://{shown_host}:{port}"
@@ -129,6 +132,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         listener.close()
     return 0
+
+
+def _start_keys(locations: Locations, command: str) -> None:
+    """A command that starts a data directory creates the master key when none is configured
+    (docs/keys.md), after the data location is made, and says so once."""
+    locations.prepare()
+    created = start_master_key(locations)
+    if created is not None:
+        warn_created(command, created)
 
 
 @dataclass(frozen=True)
@@ -328,6 +340,8 @@ def location_flags(locations: Locations) -> list[str]:
     flags = []
     if locations.memory_url is None or locations.knowledge_url is None:
         flags += ["--data", str(locations.data_dir.resolve())]
+    if locations.keys_dir is not None or not flags:  # else the default beside --data is right
+        flags += ["--keys", str(locations.keys_path().resolve())]
     if locations.memory_url is not None:
         flags += ["--memory-url", _shown(locations.memory_url, locations.memory_path)]
     if locations.knowledge_url is not None:
@@ -376,7 +390,9 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_token(args: argparse.Namespace) -> int:
     if args.action != "create":
         raise SystemExit("oh token: the only action is create")
-    host = open_host(read_locations(args, create=True))  # it may start a data directory
+    locations = read_locations(args, create=True)  # it may start a data directory
+    _start_keys(locations, "token create")
+    host = open_host(locations)
     token = host.create_owner_token(args.owner)
     print(f"owner token for {args.owner} (shown once; only its hash is stored):")
     print(token)

@@ -3,11 +3,16 @@
 An export to a file is written beside it (``FILE.partial``) and renamed at the end, so no half
 export ever sits under its name; an import from standard input is copied to a temporary file
 first, since it is read twice (checked whole, then imported). Progress goes to standard error.
+
+With a master key configured (docs/keys.md) an export is sealed under it unless ``--plaintext``
+is given; without one it is plaintext, and says so. An import reads either form, a sealed one
+with the master keys configured here.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -15,9 +20,10 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from oh.cli.options import read_locations
-from oh.config import open_knowledge_store, open_memory_store
+from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.core.canonical import canonical_text
 from oh.errors import InvalidArgument, NotFound
+from oh.keys import MasterKeys, load_master_keys
 from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.transfer import (
     Progress,
@@ -43,6 +49,12 @@ def configure_export(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--out", metavar="FILE", help="write to FILE (default: standard output)", default="-"
     )
+    parser.add_argument(
+        "--plaintext",
+        action="store_true",
+        help="write plain JSON lines even when a master key is configured (default: sealed"
+        " under it)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress on standard error")
 
 
@@ -64,10 +76,17 @@ def _stderr_progress(quiet: bool) -> Progress:
     return show
 
 
+def _master_keys(locations: Locations) -> MasterKeys | None:
+    return load_master_keys(locations.keys_path(), os.environ)
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    """``oh export``: notebooks or the knowledge base as canonical JSON lines."""
+    """``oh export``: notebooks or the knowledge base as canonical JSON lines, sealed under the
+    master key when one is configured and ``--plaintext`` is not given."""
     progress = _stderr_progress(args.quiet)
     locations = read_locations(args)
+    plaintext = getattr(args, "plaintext", False)
+    seal = None if plaintext else _master_keys(locations)
     out: IO[bytes]
     target = Path(args.out) if args.out != "-" else None
     partial = None
@@ -84,14 +103,14 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.knowledge:
             knowledge = open_knowledge_store(locations)
             try:
-                report = export_knowledge(knowledge, out, progress)
+                report = export_knowledge(knowledge, out, progress, seal=seal)
             finally:
                 knowledge.close()
         else:
             memory = open_memory_store(locations)
             try:
                 report = export_notebooks(
-                    memory, out, None if args.notebooks else args.notebook, progress
+                    memory, out, None if args.notebooks else args.notebook, progress, seal=seal
                 )
             finally:
                 memory.close()
@@ -103,6 +122,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     if partial is not None and target is not None:
         out.close()
         partial.replace(target)
+    if seal is None and not plaintext:  # said once it is written: a failure prints one line
+        print(
+            "oh export: no master key is configured, so the export is plaintext: whoever can"
+            " read it reads every note in it (docs/keys.md)",
+            file=sys.stderr,
+            flush=True,
+        )
     progress(canonical_text(report.to_json()))
     return 0
 
@@ -117,19 +143,24 @@ def _read_file(path: Path) -> BinaryIO:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """``oh import FILE``: check a whole export, then import it."""
+    """``oh import FILE``: check a whole export, plaintext or sealed, then import it."""
     progress = _stderr_progress(args.quiet)
     locations = read_locations(args)
+    masters = _master_keys(locations)
     with tempfile.TemporaryFile() if args.file == "-" else _read_file(Path(args.file)) as source:
         if args.file == "-":
             shutil.copyfileobj(sys.stdin.buffer, source)  # it is read twice: keep a copy
-        what = export_contents(source)
+        what = export_contents(source, masters)
         store: MemoryStore | KnowledgeStore
         if what == "knowledge":
             store = open_knowledge_store(locations)
             try:
                 report = import_export(
-                    source, knowledge=store, skip_existing=args.skip_existing, progress=progress
+                    source,
+                    knowledge=store,
+                    skip_existing=args.skip_existing,
+                    progress=progress,
+                    masters=masters,
                 )
             finally:
                 store.close()
@@ -137,7 +168,11 @@ def cmd_import(args: argparse.Namespace) -> int:
             store = open_memory_store(locations)
             try:
                 report = import_export(
-                    source, memory=store, skip_existing=args.skip_existing, progress=progress
+                    source,
+                    memory=store,
+                    skip_existing=args.skip_existing,
+                    progress=progress,
+                    masters=masters,
                 )
             finally:
                 store.close()

@@ -14,8 +14,9 @@ so Oh writes a seal beside each and ``verify`` checks the value against it:
   and the notebook (or owner) it was embedded for.
 
 A seal is an unkeyed sha256: it makes every alteration that does not also recompute the seal
-detectable. Whoever can write the database and knows these definitions can forge one; keyed
-MACs (a secret the database does not hold) are the later answer to that (docs/design.md).
+detectable. Whoever can write the database and knows these definitions can forge one; what
+such a writer cannot forge is sealed content and MACed knowledge, under keys the database does
+not hold (oh.keys, docs/keys.md).
 """
 
 from __future__ import annotations

@@ -49,7 +49,18 @@ from oh.errors import (
     Purged,
     StorageUnavailable,
 )
+from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
+from oh.storage.key_store import KeyShredder
+from oh.storage.sealing import (
+    NOTEBOOKS_TO_SEAL,
+    SEALED_MARKER,
+    cipher_for_sealing,
+    is_plain,
+    open_entry,
+    seal_answer_fields,
+    seal_entry,
+)
 from oh.storage.sql_memory import SqlMemoryStore
 
 logger = logging.getLogger("oh.storage")
@@ -286,6 +297,56 @@ def _seal_existing(conn: Any) -> None:
 _BACKFILLS: dict[str, dict[int, Callable[[Any], None]]] = {
     "oh.storage.migrations.libsql": {7: _seal_existing},
 }
+
+
+def _seal_notebooks(store: LibsqlMemoryStore, keyring: Keyring) -> int:
+    """Seal every notebook written before the database had keys: give each notebook that is
+    not closed a data key (if the key store has none yet) and seal its plain content, one
+    notebook a transaction. Sealed values are left as they are, so a run stopped half way is
+    finished by the next open. Returns how many notebooks were sealed."""
+    with store._own as conn:
+        ids = [row[0] for row in conn.execute(NOTEBOOKS_TO_SEAL).fetchall()]
+    for notebook_id in ids:
+        cipher = cipher_for_sealing(keyring, notebook_id)
+        with store._write() as conn:
+            _seal_rows(conn, notebook_id, cipher)
+    return len(ids)
+
+
+def _seal_rows(conn: Any, notebook_id: str, cipher: NotebookCipher) -> None:
+    """Seal the plain content of one notebook's log, current records and kept answers."""
+    rows = conn.execute(
+        "SELECT rowid, version, changes, name, content, digest FROM log WHERE notebook_id = ?",
+        (notebook_id,),
+    ).fetchall()
+    for rowid, version, count, name, content, digest in rows:
+        if count == 1:
+            if is_plain(content):
+                sealed = cipher.seal(content, name, version, digest or "")
+                conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (sealed, rowid))
+            continue
+        names, contents, digests = (json.loads(v) for v in (name, content, digest))
+        values = [
+            cipher.seal(c, n, version, d or "") if is_plain(c) else c
+            for n, c, d in zip(names, contents, digests, strict=True)
+        ]
+        conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (_json_rows(values), rowid))
+    for rowid, name, version, digest, content in conn.execute(
+        "SELECT rowid, name, version, digest, content FROM records WHERE notebook_id = ?",
+        (notebook_id,),
+    ).fetchall():
+        if is_plain(content):
+            sealed = cipher.seal(content, name, version, digest)
+            conn.execute("UPDATE records SET content = ? WHERE rowid = ?", (sealed, rowid))
+    for rowid, answer_id, *fields in conn.execute(
+        "SELECT rowid, answer_id, question, params, rows FROM answers WHERE notebook_id = ?",
+        (notebook_id,),
+    ).fetchall():
+        values = seal_answer_fields(cipher, answer_id, fields)
+        conn.execute(
+            "UPDATE answers SET question = ?, params = ?, rows = ? WHERE rowid = ?",
+            (*values, rowid),
+        )
 
 
 # Every table holding a notebook's content, children before parents. Forget and purge delete
@@ -695,9 +756,19 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
 
     MIGRATIONS = "oh.storage.migrations.libsql"
 
-    def __init__(self, path: str | Path, **options: Any) -> None:
-        """``options`` as for ``LibsqlDatabase``; then the group commit's queue (``_remember``)."""
+    def __init__(self, path: str | Path, *, keyring: Keyring | None = None, **options: Any) -> None:
+        """``options`` as for ``LibsqlDatabase``; then the group commit's queue (``_remember``).
+
+        With ``keyring`` the notebooks' content is sealed (docs/keys.md); the first time a
+        database is opened with one, every notebook written before is sealed (``_seal_notebooks``).
+        A database whose content is sealed is refused without one (``storage_unavailable``)."""
         super().__init__(path, **options)
+        self._keyring = keyring
+        try:
+            self._check_sealing()
+        except BaseException:
+            self.close()
+            raise
         # ``_queue`` guards the fields below it and is held for a few instructions at a time.
         self._queue = threading.Condition(threading.Lock())
         self._waiting: list[_Waiter] = []  # remember calls for the next flush, in arrival order
@@ -705,6 +776,46 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         self._last_group = 1  # how many calls the last flush held
         self._last_flush = 0.0  # how many seconds it took
         self._gathering = 0  # 1 while a flush waits for one more call (``_more``)
+
+    def close(self) -> None:
+        """Close the database, then the keyring it was given (its key store with it)."""
+        super().close()
+        if self._keyring is not None:
+            self._keyring.close()
+
+    def _check_sealing(self) -> None:
+        with self._own as conn:  # the writer's: a ":memory:" database is one connection's
+            sealed = conn.execute("SELECT since FROM sealing").fetchone() is not None
+        keyring = self._keyring
+        if keyring is None:
+            if sealed:
+                raise StorageUnavailable(
+                    f"the notebooks in {self.path} are sealed: open it with its master key"
+                    " (OH_MASTER_KEY or the keys directory's master.key, docs/keys.md)"
+                )
+            return
+        if keyring.store.marker(SEALED_MARKER) is None:
+            if _seal_notebooks(self, keyring):
+                self.compact()  # the plain text the rows held leaves the file and the WAL
+            keyring.store.mark(SEALED_MARKER, str(self.path))
+        if not sealed:
+            with self._write() as conn:
+                conn.execute(
+                    "INSERT INTO sealing (id, since) VALUES (1, strftime('%Y-%m-%dT%H:%M:%fZ'))"
+                    " ON CONFLICT (id) DO NOTHING"
+                )
+
+    def _sealed(self, entry: LogEntry) -> LogEntry:
+        """``entry`` as it is written: its content sealed when this store seals."""
+        keyring = self._keyring
+        return entry if keyring is None else seal_entry(keyring.cipher(entry.notebook_id), entry)
+
+    def _opened(self, notebook_id: str, entries: list[LogEntry]) -> list[LogEntry]:
+        keyring = self._keyring
+        if keyring is None or not entries:
+            return entries
+        cipher = keyring.cipher(notebook_id)
+        return [open_entry(cipher, entry) for entry in entries]
 
     @contextmanager
     def _ephemeral(self) -> Iterator[Any]:
@@ -903,8 +1014,8 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         if known is not None and known[0] == call.based_on:
             entry = call.entry(call.based_on + 1, known[1])
             try:
-                done = _append(conn, entry)
-            except DRIVER_ERRORS:
+                done = _append(conn, self._sealed(entry))
+            except (*DRIVER_ERRORS, Purged):
                 done = False
             if done:
                 heads[call.notebook_id] = (entry.version, entry.hash)
@@ -938,7 +1049,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         seen = (state, forgets_at, version, head_hash, prior, prior_payload, present)
         match decide(call, _new_tuple(Seen, seen)):
             case Write(entry, result):
-                if not _append(conn, entry):
+                if not _append(conn, self._sealed(entry)):
                     raise IntegrityError(
                         f"notebook {notebook_id}: the current records disagree with the"
                         " checks just made (run oh verify)"
@@ -962,8 +1073,8 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                 entry = call.entry(based_on + 1, known[1])
                 when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
                 try:
-                    done = _append(conn, entry)
-                except DRIVER_ERRORS:
+                    done = _append(conn, self._sealed(entry))
+                except (*DRIVER_ERRORS, Purged):
                     done = False  # a unique key refused it (or anything else: the full path tells)
                 except BaseException:
                     conn.execute("ROLLBACK")
@@ -998,6 +1109,10 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             notebook = self._notebook(conn, notebook_id)
             if notebook.state in ("purged", "empty"):
                 check_not_closed(notebook_id, notebook.state)
+            if self._keyring is not None:
+                # Crypto-shredding: the key goes first, durably, in its own step; from then on
+                # no copy of this notebook's content anywhere can be opened. The rows follow.
+                self._keyring.destroy([notebook_id])
             stamp = utc_text(now)
             # Fetched at once: a cursor left open would keep its statement running, and the
             # VACUUM that compaction runs after the forget refuses to run beside it.
@@ -1064,8 +1179,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                 return
             last = rows[-1][0]
 
-    @staticmethod
-    def _entries(conn: Any, notebook_id: str, first: int, last: int) -> list[LogEntry]:
+    def _entries(self, conn: Any, notebook_id: str, first: int, last: int) -> list[LogEntry]:
         """The entries with versions ``first`` to ``last``, in version order."""
         rows = conn.execute(
             f"SELECT {_LOG_COLUMNS} FROM log"
@@ -1073,7 +1187,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             (notebook_id, first, last),
         ).fetchall()
         try:
-            return [_entry_from_row(notebook_id, row) for row in rows]
+            return self._opened(notebook_id, [_entry_from_row(notebook_id, row) for row in rows])
         except ValueError as exc:
             raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
 
@@ -1087,6 +1201,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         """
         after, size = 0, min(batch, 16)
         make = _entry_from_row
+        keyring, cipher = self._keyring, None
         while True:
             with self._read() as conn:
                 rows = conn.execute(
@@ -1099,6 +1214,10 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                     entry = make(notebook_id, row)
                 except ValueError as exc:
                     raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
+                if keyring is not None:
+                    if cipher is None:
+                        cipher = keyring.cipher(notebook_id)
+                    entry = open_entry(cipher, entry)
                 yield entry
             if len(rows) < size:
                 return
@@ -1117,7 +1236,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                 (notebook_id, version),
             ).fetchall()
         try:
-            entries = [_entry_from_row(notebook_id, row) for row in rows]
+            entries = self._opened(notebook_id, [_entry_from_row(notebook_id, row) for row in rows])
         except ValueError as exc:
             raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
         return current, [
@@ -1230,9 +1349,18 @@ class LibsqlPurgeAccess:
     bookkeeping.
     """
 
-    def __init__(self, path: str | Path, *, busy_wait: float = BUSY_WAIT_SECONDS) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        shredder: KeyShredder | None = None,
+        busy_wait: float = BUSY_WAIT_SECONDS,
+    ) -> None:
+        """``shredder``: the purge credential on the key store of a sealed database
+        (docs/keys.md); with it, the keys of the notebooks purged are destroyed first."""
         if not Path(path).exists():
             raise NotFound(f"no memory database at {path}")
+        self._shredder = shredder
         self._lock = threading.Lock()
         self.busy_wait = busy_wait
         try:
@@ -1303,6 +1431,22 @@ class LibsqlPurgeAccess:
         connection's TEMP trigger), so the rows are counted just before.
         """
         purged: dict[str, dict[str, int]] = {}
+        notebook_ids = list(notebook_ids)
+        if self._shredder is not None:
+            # Crypto-shredding first, durably, for the notebooks that are due (a forget time
+            # never moves, so one due now is due at the transaction below too).
+            with self._session(write=False) as conn:
+                stamp = self._stamp(conn, now)
+                due = [
+                    notebook_id
+                    for notebook_id in notebook_ids
+                    if conn.execute(
+                        "SELECT 1 FROM notebooks WHERE id = ? AND state IN ('open', 'expired')"
+                        " AND forgets_at <= ?",
+                        (notebook_id, stamp),
+                    ).fetchone()
+                ]
+            self._shredder.destroy(due)
         with self._session(write=True) as conn:
             stamp = self._stamp(conn, now)
             for notebook_id in notebook_ids:
@@ -1337,6 +1481,8 @@ class LibsqlPurgeAccess:
                 ).rowcount
                 if changed:
                     marked.append(notebook_id)
+        if self._shredder is not None:
+            self._shredder.destroy(marked)  # an opening notebook has its key, never any content
         return marked
 
     def compact(self) -> bool:
@@ -1361,3 +1507,5 @@ class LibsqlPurgeAccess:
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+        if self._shredder is not None:
+            self._shredder.close()

@@ -4,6 +4,10 @@ migrations'."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
+from oh.knowledge_macs import KnowledgeMacs
 from oh.storage.libsql import LibsqlDatabase
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 
@@ -14,3 +18,15 @@ class LibsqlKnowledgeStore(LibsqlDatabase, SqlKnowledgeStore):
     """``KnowledgeStore`` on one libSQL file."""
 
     MIGRATIONS = "oh.storage.migrations.libsql_knowledge"
+
+    def __init__(
+        self, path: str | Path, *, macs: KnowledgeMacs | None = None, **options: Any
+    ) -> None:
+        """``options`` as for ``LibsqlDatabase``; ``macs`` to write and check the MAC of every
+        row (``oh.knowledge_macs``), None for neither."""
+        super().__init__(path, **options)
+        try:
+            self._use_macs(macs)
+        except BaseException:
+            self.close()
+            raise

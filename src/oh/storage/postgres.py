@@ -16,6 +16,11 @@ sat idle a while (``CHECK_AFTER_IDLE``): the check is a round trip of its own.
 Driver errors are translated in ``translated`` and nowhere else. ``psycopg`` (the ``postgres``
 extra) is imported when a store is opened, so ``import oh`` works without it.
 
+With a keyring (docs/keys.md) every notebook's content is sealed with its own data key before it
+goes into SQL and opened when it comes out (``oh.storage.sealing``); the keys live in the key
+store, an embedded file apart from this cluster, never in it: the cluster's base backups and WAL
+archive would otherwise keep every key that forgetting destroys.
+
 Schema objects live in the first schema of the connection's ``search_path`` (``public``
 unless the URL or the role says otherwise: ``?options=-csearch_path%3Doh``), so memory and
 knowledge may share one database or use two. Migrations run at open, serialized across
@@ -42,7 +47,7 @@ from oh.core.changes import (
     RememberResult,
     genesis_hash,
 )
-from oh.core.clock import utc_text
+from oh.core.clock import system_clock, utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import check_not_closed
 from oh.core.records import StoredRecord, kind_of
@@ -57,7 +62,18 @@ from oh.errors import (
     Purged,
     StorageUnavailable,
 )
+from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import RecordCheck, VectorRow
+from oh.storage.key_store import KeyShredder
+from oh.storage.sealing import (
+    NOTEBOOKS_TO_SEAL,
+    SEALED_MARKER,
+    cipher_for_sealing,
+    is_plain,
+    open_entry,
+    seal_answer_fields,
+    seal_entry,
+)
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
 
@@ -81,6 +97,7 @@ MEMORY_MIGRATIONS = "oh.storage.migrations.postgres"
 POOL_TIMEOUT = 10.0  # seconds to wait for a free connection before storage_unavailable
 CHECK_AFTER_IDLE = 1.0  # seconds idle in the pool after which a connection is checked on checkout
 EXTRA_HINT = "PostgreSQL storage needs the postgres extra: pip install 'oh[postgres]'"
+_ALL = 2**31 - 1  # oh_expired_notebooks' limit when the ids it is asked about are given
 
 
 def _psycopg() -> Any:
@@ -472,6 +489,65 @@ def _counts(value: Any) -> dict[str, int]:
     return {str(table): int(count) for table, count in (value or {}).items()}
 
 
+def _seal_notebooks(store: PostgresMemoryStore, keyring: Keyring) -> int:
+    """Seal every notebook written before the database had keys: give each notebook that is
+    not closed a data key (if the key store has none yet) and seal its plain content, one
+    notebook a transaction under its row lock (servers starting at once take turns). Sealed
+    values are left as they are, so a run stopped half way is finished by the next open.
+    Returns how many notebooks were sealed."""
+    with store._read() as conn:
+        ids = [row[0] for row in conn.execute(NOTEBOOKS_TO_SEAL).fetchall()]
+    for notebook_id in ids:
+        with store._write() as conn:
+            conn.execute("SELECT 1 FROM notebooks WHERE id = ? FOR UPDATE", (notebook_id,))
+            cipher = cipher_for_sealing(keyring, notebook_id)
+            _seal_rows(conn, notebook_id, cipher)
+    return len(ids)
+
+
+def _seal_rows(conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+    """Seal the plain content of one notebook's logged changes, current records and answers."""
+    changes = [
+        (cipher.seal(content, name, version, digest or ""), notebook_id, version, seq)
+        for version, seq, name, content, digest in conn.execute(
+            "SELECT version, seq, name, content, digest FROM log_changes WHERE notebook_id = ?",
+            (notebook_id,),
+        ).fetchall()
+        if is_plain(content)
+    ]
+    if changes:
+        conn.executemany(
+            "UPDATE log_changes SET content = ? WHERE notebook_id = ? AND version = ? AND seq = ?",
+            changes,
+        )
+    records = [
+        (cipher.seal(content, name, version, digest), notebook_id, name)
+        for name, version, digest, content in conn.execute(
+            "SELECT name, version, digest, content FROM records WHERE notebook_id = ?",
+            (notebook_id,),
+        ).fetchall()
+        if is_plain(content)
+    ]
+    if records:
+        conn.executemany(
+            "UPDATE records SET content = ? WHERE notebook_id = ? AND name = ?", records
+        )
+    answers = [
+        (*seal_answer_fields(cipher, answer_id, fields), notebook_id, answer_id)
+        for answer_id, *fields in conn.execute(
+            "SELECT answer_id, question, params, rows FROM answers WHERE notebook_id = ?",
+            (notebook_id,),
+        ).fetchall()
+        if any(is_plain(value) for value in fields)
+    ]
+    if answers:
+        conn.executemany(
+            "UPDATE answers SET question = ?, params = ?, rows = ?"
+            " WHERE notebook_id = ? AND answer_id = ?",
+            answers,
+        )
+
+
 class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     """``MemoryStore`` on PostgreSQL: the shared statements (``oh.storage.sql_memory``) and the
     log in this backend's layout (an entry row and a row per change)."""
@@ -479,11 +555,81 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     COMPONENT = "memory"
     MIGRATIONS = MEMORY_MIGRATIONS
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str, *, keyring: Keyring | None = None, **options: Any) -> None:
+        """``options`` as for ``PostgresDatabase``.
+
+        With ``keyring`` the notebooks' content is sealed (docs/keys.md); the first time a
+        database is opened with one, every notebook written before is sealed (``_seal_notebooks``).
+        A database whose content is sealed is refused without one (``storage_unavailable``)."""
         # The (version, head hash) of each notebook as this store last wrote or was told it:
         # only a guess to build the next entry on, which ``oh_remember`` checks under the lock.
         self._known_heads: dict[str, tuple[int, str]] = {}
         super().__init__(url, **options)
+        self._keyring = keyring
+        try:
+            self._check_sealing()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Close the pool, then the keyring it was given (its key store with it)."""
+        try:
+            super().close()
+        finally:
+            if self._keyring is not None:
+                self._keyring.close()
+
+    def _check_sealing(self) -> None:
+        with self._read() as conn:
+            # A schema migrated by an older release (or not by this store) has no table yet:
+            # nothing in it was sealed.
+            table = conn.execute("SELECT to_regclass('sealing')").fetchone()
+            sealed = (
+                table is not None
+                and table[0] is not None
+                and conn.execute("SELECT since FROM sealing").fetchone() is not None
+            )
+        keyring = self._keyring
+        if keyring is None:
+            if sealed:
+                raise StorageUnavailable(
+                    f"the notebooks in {self._where()} are sealed: open it with its master key"
+                    " (OH_MASTER_KEY or the keys directory's master.key, docs/keys.md)"
+                )
+            return
+        if keyring.store.marker(SEALED_MARKER) is None:
+            if _seal_notebooks(self, keyring):
+                # The plain text the rows held leaves the files and the WAL: the full rewrite
+                # whatever ``full_compaction`` says, since a plain VACUUM would leave it in
+                # the pages' free space. (Base backups and archived WAL from before keep it:
+                # docs/keys.md.)
+                self._compact(full=True)
+            keyring.store.mark(SEALED_MARKER, self._where())
+        if not sealed:
+            # ``since`` is bookkeeping for a person reading the table, never compared: the
+            # host's clock, not the database's (Oh takes no time from the database).
+            since = utc_text(system_clock())
+            with self._write() as conn:
+                conn.execute(
+                    "INSERT INTO sealing (id, since) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+                    (since,),
+                )
+
+    def _where(self) -> str:
+        """The memory database as a person names it (no credential): server, database, schema."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT coalesce(host(inet_server_addr()), 'local'), inet_server_port(),"
+                " current_database(), current_schema()"
+            ).fetchone()
+        host, port, database, schema = row
+        return f"postgresql://{host}:{port}/{database} (schema {schema})"
+
+    def _sealed(self, entry: LogEntry) -> LogEntry:
+        """``entry`` as it is written: its content sealed when this store seals."""
+        keyring = self._keyring
+        return entry if keyring is None else seal_entry(keyring.cipher(entry.notebook_id), entry)
 
     @contextmanager
     def _ephemeral(self) -> Iterator[QmarkConnection]:
@@ -507,6 +653,9 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         names = call.names
         if len(set(names)) != len(names):
             return self._decide_and_write(call)  # one upsert per name: the full path's form
+        contents = self._contents(call)
+        if contents is None:
+            return self._decide_and_write(call)
         heads = self._known_heads
         known = heads.get(notebook_id)
         if known is not None and known[0] == based_on:
@@ -516,7 +665,9 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         for _ in range(2):  # a second time only after 'head' told us the head to build on
             entry = None if head is None else call.entry(based_on + 1, head)
             try:
-                status, version, head_hash, written, digests = self._one_round_trip(call, entry)
+                status, version, head_hash, written, digests = self._one_round_trip(
+                    call, entry, contents
+                )
             except BaseException:
                 heads.pop(notebook_id, None)
                 raise
@@ -535,7 +686,27 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         heads.pop(notebook_id, None)
         return self._decide_and_write(call)
 
-    def _one_round_trip(self, call: Call, entry: LogEntry | None) -> Any:
+    def _contents(self, call: Call) -> list[str | None] | None:
+        """The call's contents as ``oh_remember`` writes them: sealed, when this store seals,
+        for the version they are written at (it writes only on ``based_on``). None when the
+        notebook has no data key (no such notebook, a forgotten one): the full path tells."""
+        logged = call.logged
+        keyring = self._keyring
+        if keyring is None:
+            return [c.content for c in logged]
+        try:
+            cipher = keyring.cipher(call.notebook_id)
+        except Purged:
+            return None
+        version = call.based_on + 1
+        return [
+            None if c.content is None else cipher.seal(c.content, c.name, version, c.digest or "")
+            for c in logged
+        ]
+
+    def _one_round_trip(
+        self, call: Call, entry: LogEntry | None, contents: list[str | None]
+    ) -> Any:
         """``oh_remember`` alone in its transaction: on an autocommit connection one statement
         is one transaction, sent with its commit in one round trip."""
         logged = call.logged
@@ -551,7 +722,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             [c.op for c in logged],
             [c.name for c in logged],
             [kind_of(c.name) for c in logged],
-            [c.content for c in logged],
+            contents,
             [c.digest for c in logged],
         )
         for attempt in (1, 2):
@@ -609,8 +780,9 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             result: RememberResult
             match decide(call, seen):
                 case Write(entry, applied):
-                    self._log_entry(conn, notebook_id, entry)
-                    self._apply_current(conn, notebook_id, entry)
+                    stored = self._sealed(entry)
+                    self._log_entry(conn, notebook_id, stored)
+                    self._apply_current(conn, notebook_id, stored)
                     conn.execute(
                         "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
                         (entry.version, entry.hash, notebook_id),
@@ -694,6 +866,11 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             notebook = self._notebook(conn, notebook_id, lock=True)
             if notebook.state in ("purged", "empty"):
                 check_not_closed(notebook_id, notebook.state)
+            if self._keyring is not None:
+                # Crypto-shredding: the key goes first, durably, in its own step; from then on
+                # no copy of this notebook's content anywhere (a base backup, the WAL archive)
+                # can be opened. The rows follow.
+                self._keyring.destroy([notebook_id])
             # The tombstone's seal is chained in SQL, exactly as the purge functions chain it.
             conn.execute(
                 "UPDATE notebooks SET state = 'purged', purged_at = ?,"
@@ -714,9 +891,12 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         tables while it runs: schedule it (``full_compaction=False`` makes it a plain
         ``VACUUM``). False if the role may not do the WAL step (``pg_checkpoint``).
         """
+        return self._compact(full=self.full_compaction)
+
+    def _compact(self, *, full: bool) -> bool:
         with self._write() as conn:
             tables = [r[0] for r in conn.execute("SELECT name FROM content_tables ORDER BY 1")]
-        return self._vacuum(tables, full=self.full_compaction)
+        return self._vacuum(tables, full=full)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -742,8 +922,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     def reviewed_vector_rows(self) -> Iterator[VectorRow]:
         return iter(())
 
-    @staticmethod
-    def _entries(conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
+    def _entries(self, conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
         heads = conn.execute(
             "SELECT version, request_id, fingerprint, author, written_at, prev_hash, hash"
             " FROM log WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
@@ -756,7 +935,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             (notebook_id, first, last),
         ):
             grouped.setdefault(version, []).append(LoggedChange(op, name, content, digest))
-        return [
+        entries = [
             LogEntry(
                 notebook_id,
                 version,
@@ -770,6 +949,11 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             )
             for version, request_id, fp, author, written_at, prev_hash, hash_ in heads
         ]
+        keyring = self._keyring
+        if keyring is None or not entries:
+            return entries
+        cipher = keyring.cipher(notebook_id)
+        return [open_entry(cipher, entry) for entry in entries]
 
     def log(self, notebook_id: str, *, batch: int = 5000) -> Iterator[LogEntry]:
         first = 1
@@ -791,11 +975,24 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         with self._read() as conn:
             current = self._version(conn, notebook_id)
             rows = conn.execute(
-                "SELECT name, digest, content FROM log_changes"
+                "SELECT version, op, name, digest, content FROM log_changes"
                 " WHERE notebook_id = ? AND version > ? ORDER BY version, seq",
                 (notebook_id, version),
             ).fetchall()
-        return current, [(name, digest, content) for name, digest, content in rows]
+        keyring = self._keyring
+        if keyring is None or not rows:
+            return current, [(name, digest, content) for _, _, name, digest, content in rows]
+        cipher = keyring.cipher(notebook_id)
+        return current, [
+            (
+                name,
+                digest,
+                None
+                if content is None and op == "remove"
+                else cipher.open(content, name, logged, digest or ""),
+            )
+            for logged, op, name, digest, content in rows
+        ]
 
     @staticmethod
     def _insert_records(
@@ -830,9 +1027,22 @@ class PostgresPurgeAccess:
     update, delete or even read a row itself. Its whole power is four SECURITY DEFINER
     functions: list expired notebooks, purge one that is (re-checked atomically) still expired
     leaving the tombstone, list notebooks stuck ``opening``, and mark one of them ``empty``.
+
+    With a key shredder (a sealed database, docs/keys.md) it also destroys the data keys of the
+    notebooks it purges, first, and of those it marks empty, after.
     """
 
-    def __init__(self, url: str, *, timeout: float = POOL_TIMEOUT) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        shredder: KeyShredder | None = None,
+        timeout: float = POOL_TIMEOUT,
+    ) -> None:
+        """``shredder``: the purge credential on the key store of a sealed database (the
+        embedded key store file, never this cluster); with it, the keys of the notebooks
+        purged are destroyed before their rows."""
+        self._shredder = shredder
         _, psycopg_pool = _psycopg()
         self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
             url,
@@ -872,6 +1082,20 @@ class PostgresPurgeAccess:
         """Delete each notebook that is still past its forget time; return counts per notebook."""
         purged: dict[str, dict[str, int]] = {}
         stamp = utc_text(now)
+        notebook_ids = list(notebook_ids)
+        if self._shredder is not None and notebook_ids:
+            # Crypto-shredding first, durably, for the notebooks that are due (a forget time
+            # never moves, so one due now is due in the transaction below too). Only those are
+            # purged: the database's clock bound may move on meanwhile, and a notebook purged
+            # without its key destroyed first would break the order forgetting promises.
+            with self._session() as conn:
+                rows = conn.execute(
+                    "SELECT id FROM oh_expired_notebooks(%s, %s) AS id WHERE id = ANY(%s)",
+                    (stamp, _ALL, notebook_ids),
+                ).fetchall()
+            due = {row[0] for row in rows}
+            notebook_ids = [notebook_id for notebook_id in notebook_ids if notebook_id in due]
+            self._shredder.destroy(notebook_ids)
         with self._session() as conn:
             for notebook_id in notebook_ids:
                 row = conn.execute(
@@ -892,6 +1116,8 @@ class PostgresPurgeAccess:
                 ).fetchone()
                 if row is not None and row[0]:
                     marked.append(notebook_id)
+        if self._shredder is not None:
+            self._shredder.destroy(marked)  # an opening notebook has its key, never any content
         return marked
 
     def compact(self) -> bool:
@@ -901,8 +1127,12 @@ class PostgresPurgeAccess:
         return False
 
     def close(self) -> None:
-        with translated():
-            self._pool.close()
+        try:
+            with translated():
+                self._pool.close()
+        finally:
+            if self._shredder is not None:
+                self._shredder.close()
 
 
 # -- opening by URL ----------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oh.knowledge_macs import KnowledgeMacs
 from oh.storage.postgres import PostgresDatabase
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 
@@ -20,6 +21,16 @@ class PostgresKnowledgeStore(PostgresDatabase, SqlKnowledgeStore):
 
     COMPONENT = "knowledge"
     MIGRATIONS = KNOWLEDGE_MIGRATIONS
+
+    def __init__(self, url: str, *, macs: KnowledgeMacs | None = None, **options: Any) -> None:
+        """``options`` as for ``PostgresDatabase``; ``macs`` to write and check the MAC of every
+        row (``oh.knowledge_macs``), None for neither."""
+        super().__init__(url, **options)
+        try:
+            self._use_macs(macs)
+        except BaseException:
+            self.close()
+            raise
 
     # One pass over the owner's rows, sorted, where the shared form looks up each row's
     # latest version: 2-4x faster on PostgreSQL at 5,000 names, 2x at 200 pack installs.

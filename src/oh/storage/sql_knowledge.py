@@ -11,12 +11,16 @@ deciding a proposal locks the proposal's row, then the owner's knowledge-base ro
 order (a rejection takes only the first, a pack install only the second). Two servers deciding
 at once take turns and never deadlock, each revision number is made once, and a proposal is
 decided once.
+
+A store opened with ``macs`` (``oh.knowledge_macs``) writes every row with its MAC in the same
+statement and checks the MAC of every row it serves; without, it neither writes nor checks one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+import copy
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Self
 
 from oh.core.canonical import canonical_text
 from oh.core.records import Record
@@ -29,7 +33,15 @@ from oh.core.reviewed import (
     knowledge_genesis,
     pack_revision,
 )
-from oh.errors import AlreadyExists, NotFound, StorageUnavailable
+from oh.errors import (
+    AlreadyExists,
+    IntegrityError,
+    InvalidArgument,
+    NotFound,
+    StorageUnavailable,
+)
+from oh.keys import MasterKeys
+from oh.knowledge_macs import KINDS, PACK, PROPOSAL, REVIEWED, REVISION, KnowledgeMacs, RowKind
 from oh.storage.base import PackInstall
 from oh.storage.rows import (
     PACK_COLUMNS,
@@ -52,8 +64,18 @@ _INSERT_PROPOSAL = insert("proposals", PROPOSAL_COLUMNS, "?")
 _INSERT_REVISION = insert("revisions", REVISION_COLUMNS, "?")
 _INSERT_REVIEWED = insert("reviewed", f"owner, {REVIEWED_COLUMNS}", "?")
 _INSERT_PACK = insert("packs", PACK_COLUMNS, "?")
-_ADD_PROPOSAL = (
-    _INSERT_PROPOSAL + " ON CONFLICT (owner, name) WHERE state = 'pending' DO NOTHING RETURNING id"
+_PENDING_CONFLICT = " ON CONFLICT (owner, name) WHERE state = 'pending' DO NOTHING RETURNING id"
+_ADD_PROPOSAL = _INSERT_PROPOSAL + _PENDING_CONFLICT
+
+# The same statements with the row's MAC (a store opened with ``macs``).
+_INSERT_PROPOSAL_MAC = insert("proposals", f"{PROPOSAL_COLUMNS}, mac", "?")
+_INSERT_REVISION_MAC = insert("revisions", f"{REVISION_COLUMNS}, mac", "?")
+_INSERT_REVIEWED_MAC = insert("reviewed", f"owner, {REVIEWED_COLUMNS}, mac", "?")
+_INSERT_PACK_MAC = insert("packs", f"{PACK_COLUMNS}, mac", "?")
+_ADD_PROPOSAL_MAC = _INSERT_PROPOSAL_MAC + _PENDING_CONFLICT
+# Where deciding changes a proposal's row (``PROPOSAL_COLUMNS``), to MAC the decided row.
+_STATE, _DECISION, _DECIDED_AT = (
+    PROPOSAL.columns.index(c) for c in ("state", "decision", "revision")
 )
 
 
@@ -67,7 +89,11 @@ def _check_pending(proposal: Proposal) -> None:
 
 class SqlKnowledgeStore(SqlDatabase):
     """``KnowledgeStore`` on a ``SqlDatabase``. A backend's class names its database class
-    first, so that the database's transactions are the ones the statements here run in."""
+    first, so that the database's transactions are the ones the statements here run in.
+
+    A backend's ``__init__`` calls ``_use_macs`` once its database is migrated."""
+
+    macs: KnowledgeMacs | None = None
 
     # What is in view at a revision: of each name in {table} (reviewed versions or pack
     # installs) of owner ?, the row with the largest revision (at most ?, where {upto} says
@@ -85,6 +111,103 @@ class SqlKnowledgeStore(SqlDatabase):
             ("", (owner,)) if revision is None else (" AND revision <= ?", (owner, revision))
         )
         return self.LATEST_PER_NAME.format(table=table, columns=columns, upto=upto), params
+
+    # -- MACs (oh.knowledge_macs) -----------------------------------------------------------
+
+    def _use_macs(self, macs: KnowledgeMacs | None) -> None:
+        """Write and check MACs with ``macs`` from now on. The first time MACs are used with
+        this host's key store, every row written before (one without a MAC) is MACed, in one
+        transaction, and the marker set; never again after that (``oh.knowledge_macs``)."""
+        self.macs = macs
+        if macs is None or macs.marked():
+            return
+        with self._write() as conn:
+            for kind in KINDS:
+                rows = conn.execute(
+                    f"SELECT {', '.join(kind.columns)} FROM {kind.table} WHERE mac IS NULL"
+                ).fetchall()
+                if rows:
+                    conn.executemany(
+                        f"UPDATE {kind.table} SET mac = ? WHERE {_by_key(kind)} AND mac IS NULL",
+                        [(macs.mac(kind, row), *_key(kind, row)) for row in rows],
+                    )
+        macs.mark()
+
+    def _with_mac(self, columns: str) -> str:
+        """``columns``, and the MAC after them when this store checks MACs."""
+        return columns if self.macs is None else columns + ", mac"
+
+    def _checked(
+        self, kind: RowKind, rows: Sequence[Any], owner: str | None = None
+    ) -> Sequence[Any]:
+        """``rows`` (read with ``_with_mac``), each MAC checked; ``owner`` goes before each
+        row's own columns where the row holds none (a reviewed version)."""
+        macs = self.macs
+        if macs is not None:
+            for row in rows:
+                macs.check(kind, row[:-1] if owner is None else (owner, *row[:-1]), row[-1])
+        return rows
+
+    def unchecked(self) -> Self:
+        """This store, on the same connections, serving rows without checking their MACs: for
+        ``verify``, which reports each refused row instead of stopping at the first. Never close
+        it (that closes this store)."""
+        clone = copy.copy(self)
+        clone.macs = None
+        return clone
+
+    def mac_rows(self) -> list[tuple[RowKind, tuple[Any, ...], Any]]:
+        """Every MACed row of every kind, as ``(kind, values, mac)``, in one snapshot."""
+        found: list[tuple[RowKind, tuple[Any, ...], Any]] = []
+        with self._read() as conn:
+            for kind in KINDS:
+                rows = conn.execute(
+                    f"SELECT {', '.join(kind.columns)}, mac FROM {kind.table}"
+                    f" ORDER BY {', '.join(kind.key)}"
+                ).fetchall()
+                found += [(kind, tuple(row[:-1]), row[-1]) for row in rows]
+        return found
+
+    def remac(self, masters: MasterKeys) -> int:
+        """MAC every row again under ``masters.current`` in one transaction, after checking it
+        under the key it was MACed with; return how many. ``integrity`` and nothing changed if
+        any row's MAC is missing or wrong (``oh.knowledge_macs.remac``)."""
+        if self.macs is None:
+            raise InvalidArgument("this knowledge store was opened without MACs: nothing to MAC")
+        new = KnowledgeMacs(masters, self.macs.markers, self.macs.clock)
+        count = 0
+        with self._write() as conn:
+            for kind in KINDS:
+                rows = conn.execute(
+                    f"SELECT {', '.join(kind.columns)}, mac FROM {kind.table}"
+                    f" ORDER BY {', '.join(kind.key)}" + self.FOR_UPDATE
+                ).fetchall()
+                refused = [
+                    f"{kind.describe(row[:-1])}: MAC {why}"
+                    for row in rows
+                    if (why := new.problem(kind, row[:-1], row[-1])) is not None
+                ]
+                if refused:
+                    raise IntegrityError(
+                        f"{len(refused)} knowledge rows are refused, nothing was MACed again: "
+                        + "; ".join(refused[:5]),
+                        refused=refused,
+                    )
+                for row in rows:
+                    # RETURNING, not rowcount: PostgreSQL's pipeline gives a row count only once
+                    # the result is fetched.
+                    changed = conn.execute(
+                        f"UPDATE {kind.table} SET mac = ? WHERE {_by_key(kind)} AND mac = ?"
+                        " RETURNING 1",
+                        (new.mac(kind, row[:-1]), *_key(kind, row), row[-1]),
+                    ).fetchall()
+                    if len(changed) != 1:
+                        raise StorageUnavailable(
+                            f"{kind.describe(row[:-1])} changed while it was MACed again; retry"
+                        )
+                count += len(rows)
+        self.macs = new
+        return count
 
     # -- KnowledgeSource ------------------------------------------------------------------
 
@@ -108,25 +231,31 @@ class SqlKnowledgeStore(SqlDatabase):
         with self._read() as conn:
             self._check_revision(conn, owner, revision)
             rows = conn.execute(
-                *self._in_view("reviewed", REVIEWED_COLUMNS, owner, revision)
+                *self._in_view("reviewed", self._with_mac(REVIEWED_COLUMNS), owner, revision)
             ).fetchall()
-        return [reviewed_from_row(row) for row in rows]
+        return [reviewed_from_row(row) for row in self._checked(REVIEWED, rows, owner)]
 
     def record_at(self, owner: str, name: str, revision: int) -> ReviewedRecord | None:
         with self._read() as conn:
             self._check_revision(conn, owner, revision)
             row = conn.execute(
-                f"SELECT {REVIEWED_COLUMNS} FROM reviewed"
+                f"SELECT {self._with_mac(REVIEWED_COLUMNS)} FROM reviewed"
                 " WHERE owner = ? AND name = ? AND revision <= ?"
                 " ORDER BY revision DESC LIMIT 1",
                 (owner, name, revision),
             ).fetchone()
-        return None if row is None else reviewed_from_row(row)
+        if row is None:
+            return None
+        self._checked(REVIEWED, (row,), owner)
+        return reviewed_from_row(row)
 
     # -- proposals and decisions ----------------------------------------------------------
 
     def add_proposal(self, proposal: Proposal) -> Proposal:
         row = proposal_values(proposal, pending=True)
+        add = _ADD_PROPOSAL
+        if self.macs is not None:
+            row, add = (*row, self.macs.mac(PROPOSAL, row)), _ADD_PROPOSAL_MAC
         # The partial unique index (one pending proposal per owner and name) decides, and a new
         # name, the usual call, is one statement: the insert does nothing if the name has a
         # pending proposal, and that one is read instead. On libSQL no other writer can run in
@@ -135,49 +264,52 @@ class SqlKnowledgeStore(SqlDatabase):
         # should that be decided in between, there is room again: retry.
         for _ in range(8):
             with self._write() as conn:
-                if conn.execute(_ADD_PROPOSAL, row).fetchall():
+                if conn.execute(add, row).fetchall():
                     return proposal
                 pending = self._pending(conn, proposal.owner, proposal.name)
             if pending is not None:
                 return pending
         raise StorageUnavailable(f"proposals for {proposal.name} kept changing; retry")
 
-    @staticmethod
-    def _pending(conn: Connection, owner: str, name: str) -> Proposal | None:
+    def _pending(self, conn: Connection, owner: str, name: str) -> Proposal | None:
         row = conn.execute(
-            f"SELECT {PROPOSAL_COLUMNS} FROM proposals"
+            f"SELECT {self._with_mac(PROPOSAL_COLUMNS)} FROM proposals"
             " WHERE owner = ? AND name = ? AND state = 'pending'",
             (owner, name),
         ).fetchone()
-        return None if row is None else proposal_from_row(row)
+        return None if row is None else proposal_from_row(self._checked(PROPOSAL, (row,))[0])
 
     def pending_proposal(self, owner: str, name: str) -> Proposal | None:
         with self._statement() as conn:
             return self._pending(conn, owner, name)
 
-    def _proposal(self, conn: Connection, proposal_id: str, lock: bool = False) -> Proposal:
+    def _proposal_row(self, conn: Connection, proposal_id: str, lock: bool = False) -> Any:
+        """The proposal's row (``_with_mac``), its MAC checked."""
         row = conn.execute(
-            f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE id = ?"
+            f"SELECT {self._with_mac(PROPOSAL_COLUMNS)} FROM proposals WHERE id = ?"
             + (self.FOR_UPDATE if lock else ""),
             (proposal_id,),
         ).fetchone()
         if row is None:
             raise NotFound(f"no proposal {proposal_id}")
-        return proposal_from_row(row)
+        return self._checked(PROPOSAL, (row,))[0]
+
+    def _proposal(self, conn: Connection, proposal_id: str, lock: bool = False) -> Proposal:
+        return proposal_from_row(self._proposal_row(conn, proposal_id, lock))
 
     def proposal(self, proposal_id: str) -> Proposal:
         with self._statement() as conn:
             return self._proposal(conn, proposal_id)
 
     def proposals(self, owner: str, state: str | None = None) -> list[Proposal]:
-        sql = f"SELECT {PROPOSAL_COLUMNS} FROM proposals WHERE owner = ?"
+        sql = f"SELECT {self._with_mac(PROPOSAL_COLUMNS)} FROM proposals WHERE owner = ?"
         params: tuple[Any, ...] = (owner,)
         if state is not None:
             sql += " AND state = ?"
             params += (state,)
         with self._statement() as conn:
             rows = conn.execute(sql + " ORDER BY proposed_at, id", params).fetchall()
-        return [proposal_from_row(row) for row in rows]
+        return [proposal_from_row(row) for row in self._checked(PROPOSAL, rows)]
 
     def _lock_knowledge_base(self, conn: Connection, owner: str) -> tuple[int, str]:
         """Lock ``owner``'s knowledge-base row (made at revision 0 if it has none) and return
@@ -195,27 +327,55 @@ class SqlKnowledgeStore(SqlDatabase):
             row = conn.execute(lock, (owner,)).fetchone()
         return int(row[0]), str(row[1])
 
-    @staticmethod
     def _decide(
-        conn: Connection, proposal: Proposal, state: str, decision: Decision, revision: int | None
+        self, conn: Connection, row: Any, state: str, decision: Decision, revision: int | None
     ) -> None:
+        """Record the decision on the proposal ``row`` (as ``_proposal_row`` read it), with the
+        decided row's MAC in the same statement."""
+        text = canonical_text(decision.to_json())
+        if self.macs is None:
+            conn.execute(
+                "UPDATE proposals SET state = ?, decision = ?, revision = ?"
+                " WHERE id = ? AND state = 'pending'",
+                (state, text, revision, row[0]),
+            )
+            return
+        decided = list(row[:-1])
+        decided[_STATE], decided[_DECISION], decided[_DECIDED_AT] = state, text, revision
         conn.execute(
-            "UPDATE proposals SET state = ?, decision = ?, revision = ?"
+            "UPDATE proposals SET state = ?, decision = ?, revision = ?, mac = ?"
             " WHERE id = ? AND state = 'pending'",
-            (state, canonical_text(decision.to_json()), revision, proposal.id),
+            (state, text, revision, self.macs.mac(PROPOSAL, decided), row[0]),
         )
+
+    def _insert(self, conn: Connection, plain: str, maced: str, kind: RowKind, values: Any) -> None:
+        """Insert one row, with its MAC when this store writes MACs."""
+        if self.macs is None:
+            conn.execute(plain, values)
+        else:
+            conn.execute(maced, (*values, self.macs.mac(kind, values)))
+
+    def _insert_all(
+        self, conn: Connection, plain: str, maced: str, kind: RowKind, rows: list[Any]
+    ) -> None:
+        macs = self.macs
+        if macs is None:
+            conn.executemany(plain, rows)
+        else:
+            conn.executemany(maced, [(*values, macs.mac(kind, values)) for values in rows])
 
     def accept(
         self, proposal_id: str, decision: Decision, record: Record, author: str
     ) -> ReviewedRecord:
         with self._write() as conn:
             # Lock order: the proposal, then the owner's knowledge base (see above).
-            proposal = self._proposal(conn, proposal_id, lock=True)
+            row = self._proposal_row(conn, proposal_id, lock=True)
+            proposal = proposal_from_row(row)
             _check_pending(proposal)
             owner = proposal.owner
             latest, head = self._lock_knowledge_base(conn, owner)
             revision = latest + 1
-            self._decide(conn, proposal, "accepted", decision, revision)
+            self._decide(conn, row, "accepted", decision, revision)
             before = conn.execute(
                 "SELECT max(revision) FROM reviewed WHERE owner = ? AND name = ?",
                 (owner, record.name),
@@ -229,8 +389,16 @@ class SqlKnowledgeStore(SqlDatabase):
                 prev_hash=head,
                 supersedes=before,
             )
-            conn.execute(_INSERT_REVISION, revision_values(entry))
-            conn.execute(_INSERT_REVIEWED, reviewed_values(owner, reviewed))
+            self._insert(
+                conn, _INSERT_REVISION, _INSERT_REVISION_MAC, REVISION, revision_values(entry)
+            )
+            self._insert(
+                conn,
+                _INSERT_REVIEWED,
+                _INSERT_REVIEWED_MAC,
+                REVIEWED,
+                reviewed_values(owner, reviewed),
+            )
             conn.execute(
                 "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
                 (revision, entry.hash, owner),
@@ -239,9 +407,9 @@ class SqlKnowledgeStore(SqlDatabase):
 
     def reject(self, proposal_id: str, decision: Decision) -> Proposal:
         with self._write() as conn:
-            proposal = self._proposal(conn, proposal_id, lock=True)
-            _check_pending(proposal)
-            self._decide(conn, proposal, "rejected", decision, None)
+            row = self._proposal_row(conn, proposal_id, lock=True)
+            _check_pending(proposal_from_row(row))
+            self._decide(conn, row, "rejected", decision, None)
             return self._proposal(conn, proposal_id)
 
     # -- history --------------------------------------------------------------------------
@@ -249,19 +417,20 @@ class SqlKnowledgeStore(SqlDatabase):
     def history(self, owner: str, name: str) -> list[ReviewedRecord]:
         with self._statement() as conn:
             rows = conn.execute(
-                f"SELECT {REVIEWED_COLUMNS} FROM reviewed WHERE owner = ? AND name = ?"
-                " ORDER BY revision",
+                f"SELECT {self._with_mac(REVIEWED_COLUMNS)} FROM reviewed"
+                " WHERE owner = ? AND name = ? ORDER BY revision",
                 (owner, name),
             ).fetchall()
-        return [reviewed_from_row(row) for row in rows]
+        return [reviewed_from_row(row) for row in self._checked(REVIEWED, rows, owner)]
 
     def revisions(self, owner: str) -> list[Revision]:
         with self._statement() as conn:
             rows = conn.execute(
-                f"SELECT {REVISION_COLUMNS} FROM revisions WHERE owner = ? ORDER BY revision",
+                f"SELECT {self._with_mac(REVISION_COLUMNS)} FROM revisions WHERE owner = ?"
+                " ORDER BY revision",
                 (owner,),
             ).fetchall()
-        return [Revision(*row) for row in rows]
+        return [Revision(*row[:10]) for row in self._checked(REVISION, rows)]
 
     def owners(self) -> list[str]:
         with self._statement() as conn:
@@ -292,9 +461,13 @@ class SqlKnowledgeStore(SqlDatabase):
         with self._write() as conn:
             # The lock comes first, so that no install lands between the look and the write.
             latest, head = self._lock_knowledge_base(conn, owner)
-            in_force = dict(
-                conn.execute(*self._in_view("packs", "name, digest", owner, None)).fetchall()
-            )
+            if self.macs is None:
+                in_force = dict(
+                    conn.execute(*self._in_view("packs", "name, digest", owner, None)).fetchall()
+                )
+            else:
+                rows = conn.execute(*self._in_view("packs", f"{PACK_COLUMNS}, mac", owner, None))
+                in_force = {r[1]: r[3] for r in self._checked(PACK, rows.fetchall())}
             if in_force != dict(expected):
                 # Nothing is written on a refusal, not even the row taken for the lock. A row
                 # at revision 0 is never committed (whoever makes one adds revision 1 or takes
@@ -310,8 +483,10 @@ class SqlKnowledgeStore(SqlDatabase):
                 owner, revision, name, digest, made_by=made_by, made_at=made_at, prev_hash=head
             )
             install = PackInstall(owner, name, version, digest, content, revision, made_by, made_at)
-            conn.execute(_INSERT_REVISION, revision_values(entry))
-            conn.execute(_INSERT_PACK, pack_values(install))
+            self._insert(
+                conn, _INSERT_REVISION, _INSERT_REVISION_MAC, REVISION, revision_values(entry)
+            )
+            self._insert(conn, _INSERT_PACK, _INSERT_PACK_MAC, PACK, pack_values(install))
             conn.execute(
                 "UPDATE knowledge_bases SET revision = ?, head_hash = ? WHERE owner = ?",
                 (revision, entry.hash, owner),
@@ -322,15 +497,19 @@ class SqlKnowledgeStore(SqlDatabase):
         with self._read() as conn:
             if revision is not None:
                 self._check_revision(conn, owner, revision)
-            rows = conn.execute(*self._in_view("packs", PACK_COLUMNS, owner, revision)).fetchall()
-        return [PackInstall(*row) for row in rows]
+            rows = conn.execute(
+                *self._in_view("packs", self._with_mac(PACK_COLUMNS), owner, revision)
+            ).fetchall()
+        return [PackInstall(*row[:8]) for row in self._checked(PACK, rows)]
 
     def pack_history(self, owner: str) -> list[PackInstall]:
         with self._statement() as conn:
             rows = conn.execute(
-                f"SELECT {PACK_COLUMNS} FROM packs WHERE owner = ? ORDER BY revision", (owner,)
+                f"SELECT {self._with_mac(PACK_COLUMNS)} FROM packs WHERE owner = ?"
+                " ORDER BY revision",
+                (owner,),
             ).fetchall()
-        return [PackInstall(*row) for row in rows]
+        return [PackInstall(*row[:8]) for row in self._checked(PACK, rows)]
 
     # -- export and import (docs/cli.md) ------------------------------------------------------
 
@@ -362,7 +541,36 @@ class SqlKnowledgeStore(SqlDatabase):
                 )
             elif conn.execute("SELECT 1 FROM knowledge_bases WHERE owner = ?", (owner,)).fetchone():
                 raise AlreadyExists(f"{owner} already has a knowledge base here", owner=owner)
-            conn.executemany(_INSERT_REVISION, [revision_values(e) for e in entries])
-            conn.executemany(_INSERT_REVIEWED, [reviewed_values(owner, r) for r in reviewed])
-            conn.executemany(_INSERT_PACK, [pack_values(p) for p in packs])
-            conn.executemany(_INSERT_PROPOSAL, [proposal_values(p) for p in proposals])
+            self._insert_all(
+                conn,
+                _INSERT_REVISION,
+                _INSERT_REVISION_MAC,
+                REVISION,
+                [revision_values(e) for e in entries],
+            )
+            self._insert_all(
+                conn,
+                _INSERT_REVIEWED,
+                _INSERT_REVIEWED_MAC,
+                REVIEWED,
+                [reviewed_values(owner, r) for r in reviewed],
+            )
+            self._insert_all(
+                conn, _INSERT_PACK, _INSERT_PACK_MAC, PACK, [pack_values(p) for p in packs]
+            )
+            self._insert_all(
+                conn,
+                _INSERT_PROPOSAL,
+                _INSERT_PROPOSAL_MAC,
+                PROPOSAL,
+                [proposal_values(p) for p in proposals],
+            )
+
+
+def _by_key(kind: RowKind) -> str:
+    return " AND ".join(f"{column} = ?" for column in kind.key)
+
+
+def _key(kind: RowKind, row: Sequence[Any]) -> tuple[Any, ...]:
+    """The primary key of a row read in ``kind.columns`` order."""
+    return tuple(row[kind.columns.index(column)] for column in kind.key)

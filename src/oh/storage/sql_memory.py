@@ -21,6 +21,7 @@ from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord
 from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import IntegrityError, NotFound
+from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import PreparedRemember
 from oh.storage.rows import (
     ANSWER_COLUMNS,
@@ -29,6 +30,13 @@ from oh.storage.rows import (
     answer_values,
     insert,
     notebook_from_row,
+)
+from oh.storage.sealing import (
+    open_answer_row,
+    open_record_row,
+    seal_answer_values,
+    seal_entry,
+    seal_records,
 )
 from oh.storage.sql import Connection, SqlDatabase
 
@@ -79,7 +87,18 @@ class SqlMemoryBackend(SqlDatabase, Protocol):
 
 
 class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
-    """The ``MemoryStore`` methods whose SQL both backends run."""
+    """The ``MemoryStore`` methods whose SQL both backends run.
+
+    With a keyring (``_keyring``, docs/keys.md) every notebook created gets a data key and its
+    content is sealed here on the way in and opened on the way out (``oh.storage.sealing``);
+    without one, content is kept as it is."""
+
+    _keyring: Keyring | None = None
+
+    def _cipher(self, notebook_id: str) -> NotebookCipher | None:
+        """The notebook's cipher, or None when this store seals nothing."""
+        keyring = self._keyring
+        return None if keyring is None else keyring.cipher(notebook_id)
 
     def _entry(self, conn: Connection, notebook_id: str, version: int) -> LogEntry:
         """One log entry, which must be there (a version the notebook's head counts)."""
@@ -106,10 +125,20 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
             notebook_id, owner, document, run, started, forgets, pinned_revision, "opening"
         )
         values = (notebook_id, owner, document, run, started, forgets, pinned_revision)
-        with self._write() as conn:
-            row = conn.execute(
-                _CREATE_NOTEBOOK, (*values, genesis_hash(notebook_id), seal)
-            ).fetchone()
+        keyring = self._keyring
+        if keyring is not None:
+            # The key is kept before the notebook exists, so no content is ever written
+            # without one; a notebook that then fails to be created leaves no key behind.
+            keyring.create(notebook_id)
+        try:
+            with self._write() as conn:
+                row = conn.execute(
+                    _CREATE_NOTEBOOK, (*values, genesis_hash(notebook_id), seal)
+                ).fetchone()
+        except BaseException:
+            if keyring is not None:
+                keyring.destroy([notebook_id])
+            raise
         return notebook_from_row(row)
 
     def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
@@ -201,8 +230,14 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 f"SELECT {RECORD_COLUMNS} FROM records WHERE notebook_id = ? ORDER BY name",
                 (notebook_id,),
             )
+            keyring, cipher = self._keyring, None
             while rows := cursor.fetchmany(1000):
-                records += [StoredRecord(*row) for row in rows]
+                if keyring is not None and cipher is None:
+                    cipher = keyring.cipher(notebook_id)
+                if cipher is None:
+                    records += [StoredRecord(*row) for row in rows]
+                else:
+                    records += [open_record_row(cipher, row) for row in rows]
         return records
 
     def record(self, notebook_id: str, name: str) -> StoredRecord | None:
@@ -211,14 +246,23 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 f"SELECT {RECORD_COLUMNS} FROM records WHERE notebook_id = ? AND name = ?",
                 (notebook_id, name),
             ).fetchone()
-        return None if row is None else StoredRecord(*row)
+        if row is None:
+            return None
+        cipher = self._cipher(notebook_id)
+        return StoredRecord(*row) if cipher is None else open_record_row(cipher, row)
 
     def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
         with self._statement() as conn:
             row = conn.execute(_READ_RECORD, (name, notebook_id)).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
-        return notebook_from_row(row[:11]), None if row[11] is None else StoredRecord(*row[11:])
+        notebook = notebook_from_row(row[:11])
+        if row[11] is None:
+            return notebook, None
+        keyring = self._keyring
+        if keyring is None:
+            return notebook, StoredRecord(*row[11:])
+        return notebook, open_record_row(keyring.cipher(notebook_id), row[11:])
 
     def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
         with self._read() as conn:
@@ -239,6 +283,9 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
 
     def replace_records(self, notebook_id: str, records: Iterable[StoredRecord]) -> None:
         rows = list(records)
+        cipher = self._cipher(notebook_id)
+        if cipher is not None:
+            rows = seal_records(cipher, rows)
         with self._write() as conn:
             conn.execute("DELETE FROM records WHERE notebook_id = ?", (notebook_id,))
             self._insert_records(conn, notebook_id, rows)
@@ -253,26 +300,43 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         stored = "open" if notebook.state in ("open", "expired") else notebook.state
         identity = (notebook.id, notebook.owner, notebook.document, notebook.run, stored)
         times = (notebook.started_at, notebook.forgets_at, notebook.pinned_revision)
-        with self._write() as conn:
-            conn.execute(_IMPORT_NOTEBOOK, (*identity, *times, genesis_hash(notebook.id)))
-            state: dict[str, StoredRecord] = {}
-            for entry in entries:
-                self._log_entry(conn, notebook.id, entry)
-                fold(state, (entry,), StoredRecord)
-            self._insert_records(conn, notebook.id, list(state.values()))
-            seal = row_seal(*identity, *times, notebook.purged_at)
-            head = (notebook.version, notebook.head_hash, stored, notebook.purged_at, seal)
-            row = conn.execute(
-                "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?,"
-                f" seal = ? WHERE id = ? RETURNING {NOTEBOOK_COLUMNS}",
-                (*head, notebook.id),
-            ).fetchone()
+        keyring = self._keyring
+        cipher = None
+        if keyring is not None and stored in ("open", "opening"):
+            cipher = keyring.create(notebook.id)  # ``already_exists`` for an id that has a key
+        try:
+            with self._write() as conn:
+                conn.execute(_IMPORT_NOTEBOOK, (*identity, *times, genesis_hash(notebook.id)))
+                state: dict[str, StoredRecord] = {}
+                for entry in entries:
+                    self._log_entry(
+                        conn, notebook.id, entry if cipher is None else seal_entry(cipher, entry)
+                    )
+                    fold(state, (entry,), StoredRecord)
+                current = list(state.values())
+                self._insert_records(
+                    conn, notebook.id, current if cipher is None else seal_records(cipher, current)
+                )
+                seal = row_seal(*identity, *times, notebook.purged_at)
+                head = (notebook.version, notebook.head_hash, stored, notebook.purged_at, seal)
+                row = conn.execute(
+                    "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?,"
+                    f" seal = ? WHERE id = ? RETURNING {NOTEBOOK_COLUMNS}",
+                    (*head, notebook.id),
+                ).fetchone()
+        except BaseException:
+            if keyring is not None and cipher is not None:
+                keyring.destroy([notebook.id])
+            raise
         return notebook_from_row(row)
 
     # -- kept answers ---------------------------------------------------------------------
 
     def save_answer(self, answer: Answer, now: datetime) -> None:
         values = answer_values(answer)
+        cipher = self._cipher(answer.notebook_id)
+        if cipher is not None:
+            values = seal_answer_values(cipher, values)
         with self._ephemeral() as conn:
             conn.execute(
                 "DELETE FROM answers WHERE notebook_id = ? AND expires_at <= ?",
@@ -288,7 +352,12 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? AND answer_id = ?",
                 (notebook_id, answer_id),
             ).fetchone()
-        return None if row is None else answer_from_row(row, offset, limit)
+        if row is None:
+            return None
+        cipher = self._cipher(notebook_id)
+        return answer_from_row(
+            row if cipher is None else open_answer_row(cipher, row), offset, limit
+        )
 
     def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
         with self._statement() as conn:
@@ -296,4 +365,8 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? ORDER BY answer_id",
                 (notebook_id,),
             ).fetchall()
-        return [tuple(row) for row in rows]
+        cipher = self._cipher(notebook_id) if rows else None
+        if cipher is None:
+            return [tuple(row) for row in rows]
+        # verify's view: a value that does not open is left as stored, for verify to report
+        return [open_answer_row(cipher, row, strict=False) for row in rows]

@@ -1,0 +1,173 @@
+"""Sealed notebooks (docs/keys.md): content sealed on its way into a SQL backend, opened on its
+way out, in one place for both backends.
+
+What is sealed is a notebook's content: the canonical JSON of each logged change and of each
+current record, and a kept answer's question, parameters and rows. Names, digests, versions,
+authors and times stay readable: the database finds, orders and checks rows by them, and the
+seal binds them (``NotebookCipher``), so a value moved to another name, version or notebook no
+longer opens. Hashes and digests are over the plaintext, exactly as without keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from oh.core.changes import LogEntry, LoggedChange
+from oh.core.records import StoredRecord
+from oh.errors import AlreadyExists, IntegrityError
+from oh.keys import SEALED, Keyring, NotebookCipher
+
+__all__ = [
+    "ANSWER_SEALED",
+    "NOTEBOOKS_TO_SEAL",
+    "SEALED_MARKER",
+    "cipher_for_sealing",
+    "is_plain",
+    "open_answer_row",
+    "open_entry",
+    "open_record_row",
+    "seal_answer_fields",
+    "seal_answer_values",
+    "seal_entry",
+    "seal_records",
+]
+
+_new_tuple = tuple.__new__
+# The kept answer's columns (``oh.storage.rows.ANSWER_COLUMNS``) that are sealed, by position.
+ANSWER_SEALED = {3: "question", 4: "params", 9: "rows"}
+
+
+def seal_entry(cipher: NotebookCipher, entry: LogEntry) -> LogEntry:
+    """``entry`` with each change's content sealed (its hash, over the plaintext, unchanged)."""
+    version = entry.version
+    changes = tuple(
+        [
+            change
+            if change.content is None
+            else _new_tuple(
+                LoggedChange,
+                (
+                    change.op,
+                    change.name,
+                    cipher.seal(change.content, change.name, version, change.digest or ""),
+                    change.digest,
+                ),
+            )
+            for change in entry.changes
+        ]
+    )
+    return entry._replace(changes=changes)
+
+
+def open_entry(cipher: NotebookCipher, entry: LogEntry) -> LogEntry:
+    """The entry ``seal_entry`` sealed; ``integrity`` if any content does not open."""
+    version = entry.version
+    changes = tuple(
+        [
+            change
+            if change.content is None and change.op == "remove"
+            else _new_tuple(
+                LoggedChange,
+                (
+                    change.op,
+                    change.name,
+                    cipher.open(change.content, _text(change.name), version, _text(change.digest)),
+                    change.digest,
+                ),
+            )
+            for change in entry.changes
+        ]
+    )
+    return entry._replace(changes=changes)
+
+
+def seal_records(cipher: NotebookCipher, records: Iterable[StoredRecord]) -> list[StoredRecord]:
+    return [
+        StoredRecord(
+            r.name,
+            r.kind,
+            cipher.seal(r.content, r.name, r.version, r.digest),
+            r.digest,
+            r.author,
+            r.written_at,
+            r.version,
+        )
+        for r in records
+    ]
+
+
+def open_record_row(cipher: NotebookCipher, row: Sequence[Any]) -> StoredRecord:
+    """A ``RECORD_COLUMNS`` row as a record, its content opened."""
+    name, kind, content, digest, author, written_at, version = row
+    # A damaged row's value of the wrong type binds as its text, which cannot match the seal.
+    opened = cipher.open(content, name, version, digest)
+    return StoredRecord(name, kind, opened, digest, author, written_at, version)
+
+
+def seal_answer_values(cipher: NotebookCipher, values: Sequence[Any]) -> tuple[Any, ...]:
+    """``answer_values`` with the question, parameters and rows sealed."""
+    answer_id = values[1]
+    return tuple(
+        cipher.seal_field(value, answer_id, ANSWER_SEALED[i]) if i in ANSWER_SEALED else value
+        for i, value in enumerate(values)
+    )
+
+
+def open_answer_row(
+    cipher: NotebookCipher, row: Sequence[Any], *, strict: bool = True
+) -> tuple[Any, ...]:
+    """An ``ANSWER_COLUMNS`` row with its sealed columns opened; ``integrity`` if one does not
+    open, or with ``strict=False`` that column left as stored (verify then reports the answer)."""
+    answer_id = _text(row[1])
+    opened = list(row)
+    for i, column in ANSWER_SEALED.items():
+        try:
+            opened[i] = cipher.open_field(row[i], answer_id, column)
+        except IntegrityError:
+            if strict:
+                raise
+    return tuple(opened)
+
+
+# -- sealing a database written before keys (each backend's ``_seal_notebooks``) ------------------
+
+# The key store's marker that a memory database was sealed once, so that notebooks found later
+# without a key are refused, never sealed as they are: whoever can write the database but not the
+# key store could otherwise have forged notes sealed for them.
+SEALED_MARKER = "memory_sealed"
+# The notebooks a first sealed open seals: every one that is not closed.
+NOTEBOOKS_TO_SEAL = (
+    "SELECT id FROM notebooks WHERE state IN ('opening', 'open', 'expired') ORDER BY id"
+)
+
+
+def is_plain(value: Any) -> bool:
+    """Whether a stored value is plain text still to be sealed (a sealed value is left as is)."""
+    return type(value) is str and not value.startswith(SEALED)
+
+
+def cipher_for_sealing(keyring: Keyring, notebook_id: str) -> NotebookCipher:
+    """The notebook's cipher, its data key made first if it has none yet (a run sealing the
+    database that stopped half way, or another process sealing it at the same moment, may have
+    made it already)."""
+    if keyring.has_key(notebook_id):
+        return keyring.cipher(notebook_id)
+    try:
+        return keyring.create(notebook_id)
+    except AlreadyExists:
+        return keyring.cipher(notebook_id)
+
+
+def seal_answer_fields(cipher: NotebookCipher, answer_id: str, fields: Sequence[Any]) -> list[Any]:
+    """A kept answer's question, parameters and rows, each sealed unless it is already."""
+    columns = (ANSWER_SEALED[3], ANSWER_SEALED[4], ANSWER_SEALED[9])
+    return [
+        cipher.seal_field(value, answer_id, column) if is_plain(value) else value
+        for value, column in zip(fields, columns, strict=True)
+    ]
+
+
+def _text(value: Any) -> str:
+    """A bound value as the seal reads it (a damaged row's non-text value cannot match)."""
+    return value if type(value) is str else repr(value)

@@ -1,0 +1,331 @@
+"""Forgetting reaches backups (docs/keys.md): a copy of the sealed memory database taken while
+notebooks are open cannot be opened once they are forgotten or purged, with everything left on
+the machine (the master key, the key store, the live database).
+
+Notebooks are filled with distinctive markers (``zbkp`` + 10 hex digits) in notes, multi-change
+entries and kept answers, and other notebooks that stay open keep writing in between. After each
+round a backup is taken as an operator takes one, then some notebooks are forgotten (``forget``)
+and the rest expire and are purged by the purge worker's credential with its key shredder:
+
+* embedded (the default): the database file and its WAL, copied;
+* ``--postgres``: a ``pg_basebackup`` of a throwaway cluster of its own that runs with WAL
+  archiving on (``oh.testing.archiving``), every finished WAL segment copied to an archive.
+  Each backup is read by a cluster started on it, as a restore would (the database as it was
+  when the backup was taken).
+
+Then, for every backup:
+
+* every sealed value of a forgotten notebook is tried with every data key the key store still
+  holds (unwrapped with the master key): the count that opens must be 0;
+* the store, opened on the backup with the live keyring, must refuse each forgotten notebook
+  (``purged``) and still read each kept one;
+* every file (databases, WALs, the WAL archive, key store, backups) is scanned for every
+  marker: 0 bytes found, at any time, since content is never at rest in plain text.
+
+    python stress/backups.py --notebooks 60
+    python stress/backups.py --notebooks 30 --postgres
+
+Prints ``opened from backups: 0`` and exits 1 if any forgotten value opens or any marker is found.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import re
+import shutil
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from harness import common_arguments, report, scratch, seed_of
+from oh.errors import IntegrityError, Purged
+from oh.keys import Keyring, MasterKey, MasterKeys, NotebookCipher
+from oh.notebooks import Notebooks
+from oh.storage.base import MemoryStore, PurgeAccess
+from oh.storage.key_store import KeyShredder, LibsqlKeyStore
+from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.testing.lifecycle import FakeClock
+from oh.testing.memory_store import add, write
+from oh.tools import Caller, Tools
+
+# A sealed value as it is kept: (name, version, digest, content) of a record or logged change.
+Sealed = tuple[str, int, str, str]
+
+
+def marker(rng: random.Random) -> str:
+    return "zbkp" + "".join(rng.choice("0123456789abcdef") for _ in range(10))
+
+
+def fill(store: MemoryStore, notebook_id: str, rng: random.Random, notes: int) -> list[str]:
+    marks = []
+    for version in range(notes):
+        mark = marker(rng)
+        marks.append(mark)
+        long_text = f"{mark} " + "reef " * rng.choice((5, 400))
+        changes = [add(f"note:n{version}", long_text)]
+        if version % 3 == 2:
+            extra = marker(rng)
+            marks.append(extra)
+            changes.append(add(f"note:m{version}", extra))
+        write(store, notebook_id, version, f"r-{version}", *changes)
+    return marks
+
+
+def ask(tools: Tools, notebook_id: str) -> None:
+    """Keep an answer (sealed like the rest), so backups carry kept answers too."""
+    tools.call(
+        Caller(notebook_id, "agent:stress", "agent:run"), "query", {"question": "current_notes"}
+    )
+
+
+_MARKER = re.compile(rb"zbkp[0-9a-f]{10}")
+
+
+def scan(directories: list[Path], marks: list[str]) -> int:
+    """How many times any of ``marks`` occurs in the files under ``directories`` (one pass a
+    file: every marker-shaped run of bytes is looked up)."""
+    wanted = {mark.encode() for mark in marks}
+    found = 0
+    for directory in directories:
+        for path in directory.rglob("*"):
+            if path.is_file():
+                with contextlib.suppress(FileNotFoundError):  # a WAL segment removed meanwhile
+                    data = path.read_bytes()
+                    found += sum(1 for hit in _MARKER.finditer(data) if hit.group() in wanted)
+    return found
+
+
+class Embedded:
+    """The embedded memory database: backups are copies of its file and WAL."""
+
+    def __init__(self, work: Path, keys: Path) -> None:
+        self.data, self.backups, self.keys = work / "data", work / "backups", keys
+        self.data.mkdir()
+
+    def open(self, keyring: Keyring) -> MemoryStore:
+        return LibsqlMemoryStore(self.data / "memory.db", keyring=keyring)
+
+    def purge_access(self) -> PurgeAccess:
+        return LibsqlPurgeAccess(self.data / "memory.db", shredder=KeyShredder(self.keys))
+
+    def backup(self, store: MemoryStore, name: str) -> Path:
+        backup = self.backups / name
+        backup.mkdir(parents=True)
+        with store._lock:  # type: ignore[attr-defined]  # a nightly copy, as it is on disk
+            for file in ("memory.db", "memory.db-wal"):
+                if (self.data / file).exists():
+                    shutil.copy(self.data / file, backup / file)
+        return backup
+
+    @contextlib.contextmanager
+    def restored(self, backup: Path) -> Iterator[str]:
+        yield str(backup / "memory.db")
+
+    def sealed_values(self, location: str, notebook_id: str) -> list[Sealed]:
+        conn = sqlite3.connect(f"file:{location}?mode=ro", uri=True)
+        try:
+            return conn.execute(
+                "SELECT name, version, digest, content FROM records WHERE notebook_id = ?",
+                (notebook_id,),
+            ).fetchall()
+        finally:
+            conn.close()
+
+    def open_copy(self, location: str, keyring: Keyring) -> MemoryStore:
+        return LibsqlMemoryStore(location, keyring=keyring)
+
+    def directories(self) -> list[Path]:
+        return []  # all under the scratch directory, scanned anyway
+
+    def close(self) -> None:
+        pass
+
+
+class Postgres:
+    """A schema on a cluster of its own with WAL archiving on: backups are base backups."""
+
+    def __init__(self, keys: Path) -> None:
+        from oh.testing.archiving import ArchivingCluster
+        from oh.testing.postgres_cluster import fresh_schema
+
+        self.keys = keys
+        self.archiving = ArchivingCluster()
+        self._schema = fresh_schema(self.archiving.cluster, prefix="backups")
+        self.schema = self._schema.__enter__()
+
+    def open(self, keyring: Keyring) -> MemoryStore:
+        from oh.storage.postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(self.schema.url(), keyring=keyring, max_size=2)
+
+    def purge_access(self) -> PurgeAccess:
+        from oh.storage.postgres import PostgresPurgeAccess
+
+        return PostgresPurgeAccess(self.schema.purge_url, shredder=KeyShredder(self.keys))
+
+    def backup(self, store: MemoryStore, name: str) -> Path:
+        backup = self.archiving.base_backup(name)
+        self.archiving.archived()
+        return backup
+
+    @contextlib.contextmanager
+    def restored(self, backup: Path) -> Iterator[str]:
+        with self.archiving.started_on(backup) as cluster:
+            yield cluster.url("oh_app", search_path=self.schema.name)
+
+    def sealed_values(self, location: str, notebook_id: str) -> list[Sealed]:
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            return conn.execute(
+                "SELECT name, version, digest, content FROM records WHERE notebook_id = %s"
+                " UNION ALL SELECT name, version, digest, content FROM log_changes"
+                " WHERE notebook_id = %s AND content IS NOT NULL",
+                (notebook_id, notebook_id),
+            ).fetchall()
+
+    def open_copy(self, location: str, keyring: Keyring) -> MemoryStore:
+        from oh.storage.postgres import PostgresMemoryStore
+
+        return PostgresMemoryStore(location, keyring=keyring, max_size=1)
+
+    def directories(self) -> list[Path]:
+        self.archiving.archived()  # the latest WAL in the archive too, before it is scanned
+        return [self.archiving.root]  # the live cluster, its backups, the WAL archive, logs
+
+    def close(self) -> None:
+        self._schema.__exit__(None, None, None)
+        self.archiving.stop()
+
+
+def main() -> int:
+    parser = common_arguments(__doc__)
+    parser.add_argument("--notebooks", type=int, default=60)
+    parser.add_argument("--notes", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--postgres", action="store_true", help="base backups of a PostgreSQL")
+    args = parser.parse_args()
+    seed = seed_of(args.seed)
+    with scratch("oh-stress-backups-") as work:
+        keys = work / "keys" / "keys.db"
+        backend = Postgres(keys) if args.postgres else Embedded(work, keys)
+        try:
+            summary = run(backend, work, keys, args, seed)
+        finally:
+            backend.close()
+    return report(summary, args.json)
+
+
+def run(
+    backend: Embedded | Postgres, work: Path, keys: Path, args: Any, seed: int
+) -> dict[str, Any]:
+    rng = random.Random(seed)
+    masters = MasterKeys(MasterKey.generate())
+    store = backend.open(Keyring(masters, LibsqlKeyStore(keys)))
+    clock = FakeClock()
+    notebooks = Notebooks(store, clock=clock)
+    tools = Tools(store, None, b"x" * 32, clock=clock)
+    kept: list[Any] = []
+    all_marks: list[str] = []
+    forgotten: dict[str, Path] = {}  # notebook id -> the backup that holds it
+    tried = opened = refused = still_read = 0
+    found_meanwhile = 0
+    per_round = max(1, args.notebooks // args.rounds)
+    for round_ in range(args.rounds):
+        # notebooks that stay: opened this round, so the clock's jump leaves them unexpired
+        kept = [notebooks.open("ann", "doc", f"kept-{round_}-{i}") for i in range(3)]
+        doomed = [notebooks.open("ann", "doc", f"r{round_}-{i}") for i in range(per_round)]
+        for notebook in doomed:
+            all_marks += fill(store, notebook.id, rng, args.notes)
+            ask(tools, notebook.id)
+        for notebook in kept:
+            all_marks += fill_more(store, notebook.id, 0, rng)
+        backup = backend.backup(store, f"round-{round_}")
+        found_meanwhile += scan([work, *backend.directories()], all_marks)
+        half = len(doomed) // 2
+        for notebook in doomed[:half]:
+            notebooks.forget(notebook.id, "ann")
+            forgotten[notebook.id] = backup
+        clock.advance(hours=25)
+        access = backend.purge_access()
+        try:
+            due = access.expired(clock())
+            purged = access.purge([n.id for n in doomed[half:] if n.id in due], clock())
+        finally:
+            access.close()
+        for notebook_id in purged:
+            forgotten[notebook_id] = backup
+        store.compact()
+        clock.advance(hours=-24)  # the kept notebooks of this round are not yet due
+    live = Keyring(masters, LibsqlKeyStore(keys))
+    ciphers = [
+        NotebookCipher(notebook_id, masters.by_id(master_id).unwrap(wrapped, notebook_id))
+        for notebook_id, master_id, wrapped in live.store.wrapped()
+    ]
+    for backup in sorted(set(forgotten.values())):
+        gone = [notebook_id for notebook_id, held in forgotten.items() if held == backup]
+        with backend.restored(backup) as location:
+            for notebook_id in gone:
+                for name, version, digest, content in backend.sealed_values(location, notebook_id):
+                    for cipher in ciphers:
+                        tried += 1
+                        try:  # the forgotten notebook's binding, under a key that still exists
+                            _rebound(cipher, notebook_id).open(content, name, version, digest)
+                            opened += 1
+                        except IntegrityError:
+                            pass
+            copy = backend.open_copy(location, Keyring(masters, LibsqlKeyStore(keys)))
+            try:
+                for notebook_id in gone:
+                    try:
+                        copy.record(notebook_id, "note:n0")
+                    except Purged:
+                        refused += 1
+            finally:
+                copy.close()
+    for notebook in kept:
+        if store.record(notebook.id, "note:k0") is not None:
+            still_read += 1
+    live.close()
+    store.close()
+    found = found_meanwhile + scan([work, *backend.directories()], all_marks)
+    ok = opened == 0 and found == 0 and refused == len(forgotten) and still_read == len(kept)
+    ok = ok and tried > 0
+    return {
+        "figure": f"opened from backups: {opened} of {tried} tries; bytes found: {found}",
+        "seed": seed,
+        "backend": "postgres" if args.postgres else "libsql",
+        "forgotten_notebooks": len(forgotten),
+        "backups": args.rounds,
+        "tries": tried,
+        "opened": opened,
+        "refused_by_the_store": refused,
+        "markers": len(all_marks),
+        "bytes_found": found,
+        "kept_still_read": still_read,
+        "ok": ok,
+    }
+
+
+def fill_more(store: MemoryStore, notebook_id: str, version: int, rng: random.Random) -> list[str]:
+    mark = marker(rng)
+    write(store, notebook_id, version, f"k-{version}", add(f"note:k{version}", mark))
+    return [mark]
+
+
+def _rebound(cipher: NotebookCipher, notebook_id: str) -> NotebookCipher:
+    """The cipher's key, bound as ``notebook_id``'s (an attacker's best try with a live key)."""
+    rebound = NotebookCipher.__new__(NotebookCipher)
+    rebound.notebook_id = notebook_id
+    rebound._aead = cipher._aead
+    rebound._nonce = NotebookCipher(notebook_id, bytes(32))._nonce
+    rebound._note = NotebookCipher(notebook_id, bytes(32))._note
+    rebound._answer = NotebookCipher(notebook_id, bytes(32))._answer
+    return rebound
+
+
+if __name__ == "__main__":
+    sys.exit(main())
