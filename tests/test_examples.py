@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from oh import LibsqlKnowledgeStore, LibsqlMemoryStore
-from oh.errors import Forbidden, NotFound
+from oh import LibsqlMemoryStore
+from oh.config import Locations, open_knowledge_store, open_memory_store
+from oh.errors import Forbidden, NotFound, StorageUnavailable
 from oh.schemas import ARGUMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,8 +108,12 @@ def test_the_example_tells_its_story_and_leaves_data_that_oh_verify_passes(
     assert report["ok"] and report["memory"]["notebooks"] == 3
     assert report["knowledge"]["entries"] == 1
 
-    memory = LibsqlMemoryStore(directory / "oh" / "memory.db")
-    knowledge = LibsqlKnowledgeStore(directory / "oh" / "knowledge.db")
+    # Sponge sealed its notes with the keys beside its data: open them as it does.
+    assert (directory / "oh-keys" / "master.key").is_file()
+    with pytest.raises(StorageUnavailable, match="sealed"):
+        LibsqlMemoryStore(directory / "oh" / "memory.db")  # never opened without them
+    memory = open_memory_store(Locations(directory / "oh", create=False))
+    knowledge = open_knowledge_store(Locations(directory / "oh", create=False))
     try:
         run1 = memory.find_notebook("ann", "reef-recovery", "run-1")
         run2 = memory.find_notebook("ann", "reef-recovery", "run-2")

@@ -25,8 +25,6 @@ from oh import (
     Caller,
     ForgetReport,
     Knowledge,
-    LibsqlKnowledgeStore,
-    LibsqlMemoryStore,
     MemoryStore,
     Notebook,
     Notebooks,
@@ -38,6 +36,7 @@ from oh import (
     verify_knowledge,
     verify_store,
 )
+from oh.config import Locations, open_knowledge_store, open_memory_store, start_master_key
 from oh.errors import Forbidden, NotFound, OhError
 from oh.profiles import Profiles
 from oh.schemas import ARGUMENTS
@@ -74,11 +73,14 @@ class AgentMemory:
         clock: Callable[[], datetime],
         lifetime: timedelta = timedelta(hours=24),
     ) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
         self.library = library
-        # The same two files `oh serve` would use, so `oh verify --data DIR` checks them.
-        self._memory = LibsqlMemoryStore(data_dir / "memory.db")
-        self._knowledge = LibsqlKnowledgeStore(data_dir / "knowledge.db")
+        # The same two files `oh serve` would use, so `oh verify --data DIR` checks them, and
+        # the same keys beside them in DIR-keys: notes sealed, knowledge MACed (docs/keys.md).
+        locations = Locations(data_dir)
+        locations.prepare()
+        start_master_key(locations)  # makes DIR-keys/master.key once, if no key is configured
+        self._memory = open_memory_store(locations)
+        self._knowledge = open_knowledge_store(locations)
         # Every service gets Sponge's clock: it stamps each write and decides expiry.
         profiles = Profiles(self._knowledge, clock=clock)
         self._notebooks = Notebooks(
