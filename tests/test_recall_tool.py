@@ -66,3 +66,18 @@ def test_forgetting_drops_the_notebooks_vectors(tmp_path: Path) -> None:
 
     vectors = LibsqlVectorStore(tmp_path / "memory.db")
     assert vectors.note_digests(notebook_id, "oh-hashing-v1-384") == []
+
+
+def test_recall_embeds_and_finds_the_notes_of_a_sealed_notebook(tmp_path: Path) -> None:
+    """With a master key the notes are sealed at rest (docs/keys.md); recall still reads them
+    opened, embeds them and finds them, and their text is in no file."""
+    from oh.config import start_master_key
+
+    locations = Locations.resolve(str(tmp_path / "data"))
+    locations.prepare()
+    assert start_master_key(locations) is not None
+    host, token, _ = _host(tmp_path / "data", shadow=False)
+    answer = host.call_tool(token, "recall", {"text": "coral reef survey"})
+    assert answer["rows"][0]["name"] == "lead:reef-survey"
+    for path in (tmp_path / "data").iterdir():
+        assert b"methods missing" not in path.read_bytes(), path

@@ -78,6 +78,7 @@ __all__ = [
     "is_postgres_url",
     "key_status",
     "knowledge_macs",
+    "memory_keyring",
     "open_agent_host",
     "open_host",
     "open_host_registry",
@@ -584,13 +585,23 @@ def open_recall(
     from oh.recall import Recall, embedder_from_env
     from oh.storage.libsql_vectors import LibsqlVectorStore
 
+    memory = open_memory_store(locations)
     return Recall(
-        open_memory_store(locations),
-        LibsqlVectorStore(locations.memory_path(), driver=locations.driver),
+        memory,
+        # The notes to embed are read through the memory store's keyring (it owns it).
+        LibsqlVectorStore(
+            locations.memory_path(), driver=locations.driver, keyring=memory_keyring(memory)
+        ),
         embedder_from_env(kind=embedder),
         open_knowledge_store(locations),
         clock=clock,
     )
+
+
+def memory_keyring(memory: MemoryStore) -> Keyring | None:
+    """The keyring an embedded memory store seals with, if any."""
+    keyring = getattr(memory, "_keyring", None)
+    return keyring if isinstance(keyring, Keyring) else None
 
 
 def close_recall(recall: Any) -> None:

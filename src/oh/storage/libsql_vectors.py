@@ -18,6 +18,8 @@ from typing import Any
 
 from oh.core.clock import utc_text
 from oh.core.seals import vector_seal
+from oh.errors import IntegrityError, Purged
+from oh.keys import Keyring, NotebookCipher
 from oh.storage.libsql import (
     BUSY_WAIT_SECONDS,
     Driver,
@@ -45,6 +47,16 @@ def _for_digests(
         yield from conn.execute(f"{select} AND digest IN ({marks})", (*params, *chunk)).fetchall()
 
 
+def _opened(cipher: NotebookCipher, row: Sequence[Any]) -> str:
+    """A pending note's content opened; as stored if it does not open, so that the recall
+    service, which embeds only content that matches its digest, skips it as damaged."""
+    name, digest, content, version = row
+    try:
+        return cipher.open(content, name, version, digest)
+    except IntegrityError:
+        return str(content)
+
+
 class LibsqlVectorStore(LibsqlDatabase):
     """Note and reviewed-record vectors in the memory database (one libSQL file).
 
@@ -61,8 +73,12 @@ class LibsqlVectorStore(LibsqlDatabase):
         synchronous: Synchronous = "NORMAL",
         busy_wait: float = BUSY_WAIT_SECONDS,
         driver: Driver = "sqlite3",
+        keyring: Keyring | None = None,
     ) -> None:
+        """``keyring``: the memory store's, when its notebooks are sealed (docs/keys.md), so the
+        notes to embed are read opened. The store that owns it closes it, not this one."""
         super().__init__(path, synchronous=synchronous, busy_wait=busy_wait, driver=driver)
+        self._keyring = keyring
 
     # -- notes ----------------------------------------------------------------------------
 
@@ -94,13 +110,20 @@ class LibsqlVectorStore(LibsqlDatabase):
         have no vector, by name (``after`` pages through them)."""
         with self._lock, translated():
             rows = self._conn.execute(
-                "SELECT r.name, r.digest, r.content FROM records AS r"
+                "SELECT r.name, r.digest, r.content, r.version FROM records AS r"
                 " WHERE r.notebook_id = ? AND r.name > ?"
                 " AND NOT EXISTS (SELECT 1 FROM note_vectors AS v WHERE v.notebook_id = ?"
                 " AND v.model_id = ? AND v.digest = r.digest) ORDER BY r.name LIMIT ?",
                 (notebook_id, after, notebook_id, model_id, limit),
             ).fetchall()
-        return [(name, digest, content) for name, digest, content in rows]
+        keyring = self._keyring
+        if keyring is None or not rows:
+            return [(name, digest, content) for name, digest, content, _ in rows]
+        try:
+            cipher = keyring.cipher(notebook_id)
+        except Purged:
+            return []  # forgotten: nothing of it is embedded again
+        return [(row[0], row[1], _opened(cipher, row)) for row in rows]
 
     def note_vectors(
         self, notebook_id: str, model_id: str, digests: Sequence[str]
