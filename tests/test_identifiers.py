@@ -169,7 +169,15 @@ def test_every_accepted_string_round_trips_byte_exactly(
     )
     assert retried == written  # the request id found itself again, exactly
     source = {"document": cited, "passage": passage, "locator": cited}
-    proposal = host.propose(owner, {"notebook": notebook.id, "name": "note:a", "source": source})
+    proposing = {"notebook": notebook.id, "name": "note:a", "source": source}
+    if not text.strip():
+        # A note may say nothing; reviewed knowledge may not (rule reviewed.text): refused,
+        # typed, and nothing proposed.
+        with pytest.raises(InvalidArgument, match="reviewed knowledge needs text"):
+            host.propose(owner, proposing)
+        assert host._knowledge.proposals(owner) == []
+        return
+    proposal = host.propose(owner, proposing)
     host.decide(owner, proposal["proposal_id"], {"decision": "accept", "reason": passage})
     [reviewed] = host.knowledge_at(owner)["records"]
     assert (reviewed["text"], reviewed["source"]) == (text, source)

@@ -53,13 +53,8 @@ from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
 from oh.storage.key_store import KeyShredder
 from oh.storage.sealing import (
-    NOTEBOOKS_TO_SEAL,
-    SEALED_MARKER,
-    cipher_for_sealing,
     is_plain,
     open_entry,
-    seal_answer_fields,
-    seal_entry,
 )
 from oh.storage.sql_memory import SqlMemoryStore
 
@@ -297,56 +292,6 @@ def _seal_existing(conn: Any) -> None:
 _BACKFILLS: dict[str, dict[int, Callable[[Any], None]]] = {
     "oh.storage.migrations.libsql": {7: _seal_existing},
 }
-
-
-def _seal_notebooks(store: LibsqlMemoryStore, keyring: Keyring) -> int:
-    """Seal every notebook written before the database had keys: give each notebook that is
-    not closed a data key (if the key store has none yet) and seal its plain content, one
-    notebook a transaction. Sealed values are left as they are, so a run stopped half way is
-    finished by the next open. Returns how many notebooks were sealed."""
-    with store._own as conn:
-        ids = [row[0] for row in conn.execute(NOTEBOOKS_TO_SEAL).fetchall()]
-    for notebook_id in ids:
-        cipher = cipher_for_sealing(keyring, notebook_id)
-        with store._write() as conn:
-            _seal_rows(conn, notebook_id, cipher)
-    return len(ids)
-
-
-def _seal_rows(conn: Any, notebook_id: str, cipher: NotebookCipher) -> None:
-    """Seal the plain content of one notebook's log, current records and kept answers."""
-    rows = conn.execute(
-        "SELECT rowid, version, changes, name, content, digest FROM log WHERE notebook_id = ?",
-        (notebook_id,),
-    ).fetchall()
-    for rowid, version, count, name, content, digest in rows:
-        if count == 1:
-            if is_plain(content):
-                sealed = cipher.seal(content, name, version, digest or "")
-                conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (sealed, rowid))
-            continue
-        names, contents, digests = (json.loads(v) for v in (name, content, digest))
-        values = [
-            cipher.seal(c, n, version, d or "") if is_plain(c) else c
-            for n, c, d in zip(names, contents, digests, strict=True)
-        ]
-        conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (_json_rows(values), rowid))
-    for rowid, name, version, digest, content in conn.execute(
-        "SELECT rowid, name, version, digest, content FROM records WHERE notebook_id = ?",
-        (notebook_id,),
-    ).fetchall():
-        if is_plain(content):
-            sealed = cipher.seal(content, name, version, digest)
-            conn.execute("UPDATE records SET content = ? WHERE rowid = ?", (sealed, rowid))
-    for rowid, answer_id, *fields in conn.execute(
-        "SELECT rowid, answer_id, question, params, rows FROM answers WHERE notebook_id = ?",
-        (notebook_id,),
-    ).fetchall():
-        values = seal_answer_fields(cipher, answer_id, fields)
-        conn.execute(
-            "UPDATE answers SET question = ?, params = ?, rows = ? WHERE rowid = ?",
-            (*values, rowid),
-        )
 
 
 # Every table holding a notebook's content, children before parents. Forget and purge delete
@@ -783,39 +728,34 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         if self._keyring is not None:
             self._keyring.close()
 
-    def _check_sealing(self) -> None:
+    def _sealing_recorded(self) -> bool:
         with self._own as conn:  # the writer's: a ":memory:" database is one connection's
-            sealed = conn.execute("SELECT since FROM sealing").fetchone() is not None
-        keyring = self._keyring
-        if keyring is None:
-            if sealed:
-                raise StorageUnavailable(
-                    f"the notebooks in {self.path} are sealed: open it with its master key"
-                    " (OH_MASTER_KEY or the keys directory's master.key, docs/keys.md)"
-                )
-            return
-        if keyring.store.marker(SEALED_MARKER) is None:
-            if _seal_notebooks(self, keyring):
-                self.compact()  # the plain text the rows held leaves the file and the WAL
-            keyring.store.mark(SEALED_MARKER, str(self.path))
-        if not sealed:
-            with self._write() as conn:
-                conn.execute(
-                    "INSERT INTO sealing (id, since) VALUES (1, strftime('%Y-%m-%dT%H:%M:%fZ'))"
-                    " ON CONFLICT (id) DO NOTHING"
-                )
+            return conn.execute("SELECT since FROM sealing").fetchone() is not None
 
-    def _sealed(self, entry: LogEntry) -> LogEntry:
-        """``entry`` as it is written: its content sealed when this store seals."""
-        keyring = self._keyring
-        return entry if keyring is None else seal_entry(keyring.cipher(entry.notebook_id), entry)
+    def _where(self) -> str:
+        return str(self.path)
 
-    def _opened(self, notebook_id: str, entries: list[LogEntry]) -> list[LogEntry]:
-        keyring = self._keyring
-        if keyring is None or not entries:
-            return entries
-        cipher = keyring.cipher(notebook_id)
-        return [open_entry(cipher, entry) for entry in entries]
+    def _compact_sealed(self) -> None:
+        self.compact()  # the plain text the rows held leaves the file and the WAL
+
+    def _seal_log(self, conn: Any, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Each log row's plain content sealed: a column, or a JSON array of them (0006)."""
+        rows = conn.execute(
+            "SELECT rowid, version, changes, name, content, digest FROM log WHERE notebook_id = ?",
+            (notebook_id,),
+        ).fetchall()
+        for rowid, version, count, name, content, digest in rows:
+            if count == 1:
+                if is_plain(content):
+                    sealed = cipher.seal(content, name, version, digest or "")
+                    conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (sealed, rowid))
+                continue
+            names, contents, digests = (json.loads(v) for v in (name, content, digest))
+            values = [
+                cipher.seal(c, n, version, d or "") if is_plain(c) else c
+                for n, c, d in zip(names, contents, digests, strict=True)
+            ]
+            conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (_json_rows(values), rowid))
 
     @contextmanager
     def _ephemeral(self) -> Iterator[Any]:

@@ -47,7 +47,7 @@ from oh.core.changes import (
     RememberResult,
     genesis_hash,
 )
-from oh.core.clock import system_clock, utc_text
+from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import check_not_closed
 from oh.core.records import StoredRecord, kind_of
@@ -66,13 +66,7 @@ from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import RecordCheck, VectorRow
 from oh.storage.key_store import KeyShredder
 from oh.storage.sealing import (
-    NOTEBOOKS_TO_SEAL,
-    SEALED_MARKER,
-    cipher_for_sealing,
     is_plain,
-    open_entry,
-    seal_answer_fields,
-    seal_entry,
 )
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
@@ -489,65 +483,6 @@ def _counts(value: Any) -> dict[str, int]:
     return {str(table): int(count) for table, count in (value or {}).items()}
 
 
-def _seal_notebooks(store: PostgresMemoryStore, keyring: Keyring) -> int:
-    """Seal every notebook written before the database had keys: give each notebook that is
-    not closed a data key (if the key store has none yet) and seal its plain content, one
-    notebook a transaction under its row lock (servers starting at once take turns). Sealed
-    values are left as they are, so a run stopped half way is finished by the next open.
-    Returns how many notebooks were sealed."""
-    with store._read() as conn:
-        ids = [row[0] for row in conn.execute(NOTEBOOKS_TO_SEAL).fetchall()]
-    for notebook_id in ids:
-        with store._write() as conn:
-            conn.execute("SELECT 1 FROM notebooks WHERE id = ? FOR UPDATE", (notebook_id,))
-            cipher = cipher_for_sealing(keyring, notebook_id)
-            _seal_rows(conn, notebook_id, cipher)
-    return len(ids)
-
-
-def _seal_rows(conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
-    """Seal the plain content of one notebook's logged changes, current records and answers."""
-    changes = [
-        (cipher.seal(content, name, version, digest or ""), notebook_id, version, seq)
-        for version, seq, name, content, digest in conn.execute(
-            "SELECT version, seq, name, content, digest FROM log_changes WHERE notebook_id = ?",
-            (notebook_id,),
-        ).fetchall()
-        if is_plain(content)
-    ]
-    if changes:
-        conn.executemany(
-            "UPDATE log_changes SET content = ? WHERE notebook_id = ? AND version = ? AND seq = ?",
-            changes,
-        )
-    records = [
-        (cipher.seal(content, name, version, digest), notebook_id, name)
-        for name, version, digest, content in conn.execute(
-            "SELECT name, version, digest, content FROM records WHERE notebook_id = ?",
-            (notebook_id,),
-        ).fetchall()
-        if is_plain(content)
-    ]
-    if records:
-        conn.executemany(
-            "UPDATE records SET content = ? WHERE notebook_id = ? AND name = ?", records
-        )
-    answers = [
-        (*seal_answer_fields(cipher, answer_id, fields), notebook_id, answer_id)
-        for answer_id, *fields in conn.execute(
-            "SELECT answer_id, question, params, rows FROM answers WHERE notebook_id = ?",
-            (notebook_id,),
-        ).fetchall()
-        if any(is_plain(value) for value in fields)
-    ]
-    if answers:
-        conn.executemany(
-            "UPDATE answers SET question = ?, params = ?, rows = ?"
-            " WHERE notebook_id = ? AND answer_id = ?",
-            answers,
-        )
-
-
 class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     """``MemoryStore`` on PostgreSQL: the shared statements (``oh.storage.sql_memory``) and the
     log in this backend's layout (an entry row and a row per change)."""
@@ -580,41 +515,39 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             if self._keyring is not None:
                 self._keyring.close()
 
-    def _check_sealing(self) -> None:
+    def _sealing_recorded(self) -> bool:
         with self._read() as conn:
             # A schema migrated by an older release (or not by this store) has no table yet:
             # nothing in it was sealed.
             table = conn.execute("SELECT to_regclass('sealing')").fetchone()
-            sealed = (
+            return (
                 table is not None
                 and table[0] is not None
                 and conn.execute("SELECT since FROM sealing").fetchone() is not None
             )
-        keyring = self._keyring
-        if keyring is None:
-            if sealed:
-                raise StorageUnavailable(
-                    f"the notebooks in {self._where()} are sealed: open it with its master key"
-                    " (OH_MASTER_KEY or the keys directory's master.key, docs/keys.md)"
-                )
-            return
-        if keyring.store.marker(SEALED_MARKER) is None:
-            if _seal_notebooks(self, keyring):
-                # The plain text the rows held leaves the files and the WAL: the full rewrite
-                # whatever ``full_compaction`` says, since a plain VACUUM would leave it in
-                # the pages' free space. (Base backups and archived WAL from before keep it:
-                # docs/keys.md.)
-                self._compact(full=True)
-            keyring.store.mark(SEALED_MARKER, self._where())
-        if not sealed:
-            # ``since`` is bookkeeping for a person reading the table, never compared: the
-            # host's clock, not the database's (Oh takes no time from the database).
-            since = utc_text(system_clock())
-            with self._write() as conn:
-                conn.execute(
-                    "INSERT INTO sealing (id, since) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
-                    (since,),
-                )
+
+    def _compact_sealed(self) -> None:
+        # The full rewrite whatever ``full_compaction`` says, since a plain VACUUM would leave
+        # the plain text in the pages' free space. (Base backups and archived WAL from before
+        # keep it: docs/keys.md.)
+        self._compact(full=True)
+
+    def _seal_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Each logged change's plain content sealed (a row per change)."""
+        changes = [
+            (cipher.seal(content, name, version, digest or ""), notebook_id, version, seq)
+            for version, seq, name, content, digest in conn.execute(
+                "SELECT version, seq, name, content, digest FROM log_changes WHERE notebook_id = ?",
+                (notebook_id,),
+            ).fetchall()
+            if is_plain(content)
+        ]
+        if changes:
+            conn.executemany(
+                "UPDATE log_changes SET content = ?"
+                " WHERE notebook_id = ? AND version = ? AND seq = ?",
+                changes,
+            )
 
     def _where(self) -> str:
         """The memory database as a person names it (no credential): server, database, schema."""
@@ -625,11 +558,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             ).fetchone()
         host, port, database, schema = row
         return f"postgresql://{host}:{port}/{database} (schema {schema})"
-
-    def _sealed(self, entry: LogEntry) -> LogEntry:
-        """``entry`` as it is written: its content sealed when this store seals."""
-        keyring = self._keyring
-        return entry if keyring is None else seal_entry(keyring.cipher(entry.notebook_id), entry)
 
     @contextmanager
     def _ephemeral(self) -> Iterator[QmarkConnection]:
@@ -949,11 +877,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             )
             for version, request_id, fp, author, written_at, prev_hash, hash_ in heads
         ]
-        keyring = self._keyring
-        if keyring is None or not entries:
-            return entries
-        cipher = keyring.cipher(notebook_id)
-        return [open_entry(cipher, entry) for entry in entries]
+        return self._opened(notebook_id, entries)
 
     def log(self, notebook_id: str, *, batch: int = 5000) -> Iterator[LogEntry]:
         first = 1

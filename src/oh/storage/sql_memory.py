@@ -16,11 +16,11 @@ from typing import Any, Protocol
 
 from oh.core.answers import Answer
 from oh.core.changes import LogEntry, fold, genesis_hash
-from oh.core.clock import utc_text
+from oh.core.clock import system_clock, utc_text
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord
 from oh.core.seals import notebook_seal, opened_seal, row_seal
-from oh.errors import IntegrityError, NotFound
+from oh.errors import IntegrityError, NotFound, StorageUnavailable
 from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import PreparedRemember
 from oh.storage.rows import (
@@ -32,8 +32,14 @@ from oh.storage.rows import (
     notebook_from_row,
 )
 from oh.storage.sealing import (
+    NOTEBOOKS_TO_SEAL,
+    SEALED_MARKER,
+    cipher_for_sealing,
+    is_plain,
     open_answer_row,
+    open_entry,
     open_record_row,
+    seal_answer_fields,
     seal_answer_values,
     seal_entry,
     seal_records,
@@ -85,6 +91,18 @@ class SqlMemoryBackend(SqlDatabase, Protocol):
     def _entries(self, conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
         """The log entries of ``notebook_id`` with versions ``first`` to ``last``, in order."""
 
+    def _sealing_recorded(self) -> bool:
+        """Whether the database's ``sealing`` row says its content is sealed."""
+
+    def _where(self) -> str:
+        """The memory database as a person names it, with no credential."""
+
+    def _compact_sealed(self) -> None:
+        """Make the plain text that sealing replaced leave the database's files."""
+
+    def _seal_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Seal the plain content of one notebook's log, in the backend's layout."""
+
 
 class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
     """The ``MemoryStore`` methods whose SQL both backends run.
@@ -99,6 +117,65 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         """The notebook's cipher, or None when this store seals nothing."""
         keyring = self._keyring
         return None if keyring is None else keyring.cipher(notebook_id)
+
+    def _sealed(self, entry: LogEntry) -> LogEntry:
+        """``entry`` as it is written: its content sealed when this store seals."""
+        keyring = self._keyring
+        return entry if keyring is None else seal_entry(keyring.cipher(entry.notebook_id), entry)
+
+    def _opened(self, notebook_id: str, entries: list[LogEntry]) -> list[LogEntry]:
+        """``entries`` as read: their content opened when this store seals."""
+        keyring = self._keyring
+        if keyring is None or not entries:
+            return entries
+        cipher = keyring.cipher(notebook_id)
+        return [open_entry(cipher, entry) for entry in entries]
+
+    # -- sealing a database (docs/keys.md) ------------------------------------------------
+
+    def _check_sealing(self) -> None:
+        """On open: refuse a sealed database without a keyring; with one, seal (once) every
+        notebook written before keys, then record that the database is sealed."""
+        sealed = self._sealing_recorded()
+        keyring = self._keyring
+        if keyring is None:
+            if sealed:
+                raise StorageUnavailable(
+                    f"the notebooks in {self._where()} are sealed: open it with its master key"
+                    " (OH_MASTER_KEY or the keys directory's master.key, docs/keys.md)"
+                )
+            return
+        if keyring.store.marker(SEALED_MARKER) is None:
+            if self._seal_notebooks(keyring):
+                self._compact_sealed()
+            keyring.store.mark(SEALED_MARKER, self._where())
+        if not sealed:
+            # ``since`` is bookkeeping for a person reading the table, never compared: the
+            # host's clock, not the database's (Oh takes no time from the database).
+            since = utc_text(system_clock())
+            with self._write() as conn:
+                conn.execute(
+                    "INSERT INTO sealing (id, since) VALUES (1, ?) ON CONFLICT (id) DO NOTHING",
+                    (since,),
+                )
+
+    def _seal_notebooks(self, keyring: Keyring) -> int:
+        """Seal every notebook written before the database had keys: give each notebook that
+        is not closed a data key (if the key store has none yet) and seal its plain content,
+        one notebook a transaction under its row's lock (stores opening at once take turns).
+        Sealed values are left as they are, so a run stopped half way is finished by the next
+        open. Returns how many notebooks were sealed."""
+        with self._write() as conn:
+            ids = [row[0] for row in conn.execute(NOTEBOOKS_TO_SEAL).fetchall()]
+        for notebook_id in ids:
+            with self._write() as conn:
+                conn.execute(
+                    "SELECT 1 FROM notebooks WHERE id = ?" + self.FOR_UPDATE, (notebook_id,)
+                )
+                cipher = cipher_for_sealing(keyring, notebook_id)
+                self._seal_log(conn, notebook_id, cipher)
+                _seal_current(conn, notebook_id, cipher)
+        return len(ids)
 
     def _entry(self, conn: Connection, notebook_id: str, version: int) -> LogEntry:
         """One log entry, which must be there (a version the notebook's head counts)."""
@@ -370,3 +447,26 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
             return [tuple(row) for row in rows]
         # verify's view: a value that does not open is left as stored, for verify to report
         return [open_answer_row(cipher, row, strict=False) for row in rows]
+
+
+def _seal_current(conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+    """Seal the plain content of one notebook's current records and kept answers."""
+    for name, version, digest, content in conn.execute(
+        "SELECT name, version, digest, content FROM records WHERE notebook_id = ?",
+        (notebook_id,),
+    ).fetchall():
+        if is_plain(content):
+            conn.execute(
+                "UPDATE records SET content = ? WHERE notebook_id = ? AND name = ?",
+                (cipher.seal(content, name, version, digest), notebook_id, name),
+            )
+    for answer_id, *fields in conn.execute(
+        "SELECT answer_id, question, params, rows FROM answers WHERE notebook_id = ?",
+        (notebook_id,),
+    ).fetchall():
+        if any(is_plain(value) for value in fields):
+            conn.execute(
+                "UPDATE answers SET question = ?, params = ?, rows = ?"
+                " WHERE notebook_id = ? AND answer_id = ?",
+                (*seal_answer_fields(cipher, answer_id, fields), notebook_id, answer_id),
+            )
