@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from oh.core.clock import from_utc_text, utc_text
+from oh.core.notebook import is_past
 
 moments = st.datetimes(
     min_value=datetime(1000, 1, 2), max_value=datetime(9999, 12, 30), timezones=st.just(UTC)
@@ -35,3 +36,29 @@ def test_text_order_is_time_order() -> None:
     early = datetime(2026, 11, 30, 9, 59, 59, 999999, tzinfo=UTC)
     late = early + timedelta(microseconds=1)
     assert utc_text(early) < utc_text(late) == "2026-11-30T10:00:00.000000Z"
+
+
+# A notebook's forget time as stored: ``utc_text``'s form, and what a damaged or foreign stamp
+# could hold instead (fewer fraction digits, an offset, no fraction, not a time at all).
+stamps = st.one_of(
+    moments.map(utc_text),
+    moments.map(lambda moment: utc_text(moment)[:-4] + "Z"),
+    moments.map(lambda moment: moment.isoformat()),
+    moments.map(lambda moment: moment.strftime("%Y-%m-%dT%H:%M:%SZ")),
+    st.text(max_size=30),
+)
+
+
+@given(moments, offsets, stamps)
+def test_is_past_means_the_time_as_text_has_reached_the_stamp(
+    moment: datetime, zone: timezone, stamp: str
+) -> None:
+    local = moment.astimezone(zone)
+    assert is_past(local, stamp) is (utc_text(local) >= stamp)
+    assert is_past(local, utc_text(moment)) is True
+    assert is_past(local - timedelta(microseconds=1), utc_text(moment)) is False
+
+
+def test_is_past_refuses_a_naive_time() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        is_past(datetime(2026, 11, 30, 12, 0), "2026-11-30T12:00:00.000000Z")

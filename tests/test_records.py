@@ -505,6 +505,54 @@ def test_verified_content_refuses_content_of_another_name() -> None:
         stored(record(), content=other.canonical(), digest=other.digest).verified_content()
 
 
+def test_a_digest_verified_once_still_refuses_other_content_under_it() -> None:
+    rec = record(text="verified once, then damaged")
+    assert stored(rec).verified_content()["text"] == "verified once, then damaged"
+    damaged = rec.canonical().replace("damaged", "repaired")
+    with pytest.raises(IntegrityError, match="does not match its digest"):
+        stored(rec, content=damaged).verified_content()
+    assert stored(rec).verified_content()["text"] == "verified once, then damaged"
+
+
+def test_a_digest_verified_once_still_refuses_the_row_of_another_name() -> None:
+    other = record(name="lead:verified-elsewhere")
+    assert stored(other).verified_content()["name"] == "lead:verified-elsewhere"
+    with pytest.raises(IntegrityError, match="another record's content"):
+        stored(record(), content=other.canonical(), digest=other.digest).verified_content()
+
+
+@pytest.mark.parametrize("fields", [{}, {"site": {"depth_m": [3, 9]}}], ids=["flat", "fields"])
+def test_every_read_of_a_digest_gets_its_own_value(fields: dict[str, Any]) -> None:
+    rec = record(text="read twice", fields=fields, depends_on=["lead:a"], supports=["lead:b"])
+    first = stored(rec).verified_content()
+    expected = rec.content()
+    assert first == expected
+    first["text"] = "changed by a caller"
+    first["fields"]["added"] = True
+    for key in ("depends_on", "supports", "contradicts"):
+        first[key].append("lead:z")
+    if fields:
+        first["fields"]["site"]["depth_m"].append(40)
+    assert stored(rec).verified_content() == expected
+    assert list(stored(rec).verified_content()) == list(json.loads(rec.canonical()))  # its order
+
+
+def test_the_verified_digests_held_are_bounded_by_their_size(monkeypatch: Any) -> None:
+    from oh.core import records
+
+    monkeypatch.setattr(records, "_VERIFIED", {})
+    monkeypatch.setattr(records, "_verified_characters", 0)
+    monkeypatch.setattr(records, "_VERIFIED_CHARACTERS", 4000)
+    recs = [record(text=f"note {i} " + "x" * 300) for i in range(40)]
+    for _ in range(2):
+        for rec in recs:
+            assert stored(rec).verified_content() == rec.content()
+            held = sum(2 * len(content) for content, _ in records._VERIFIED.values())
+            assert held == records._verified_characters <= 4000
+    assert 1 < len(records._VERIFIED) < len(recs)
+    assert list(records._VERIFIED)[-1] == recs[-1].digest  # the oldest are dropped first
+
+
 # Regression: stored content that is canonical JSON but not a valid record is an
 # integrity error, never a crash or a 400.
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ equal on everything else (``stress/published_schemas.py``, small in CI).
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -75,6 +76,7 @@ def integer(minimum: int = 0, maximum: int = MAX_SAFE_INTEGER) -> dict[str, Any]
 
 IDENTIFIER = identifier_schema()
 NAME = {"type": "string", "pattern": NAME_PATTERN}
+_WHOLE_NAME = re.compile(NAME_PATTERN).fullmatch
 KIND = {"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"}
 DIGEST = {"type": "string", "pattern": "^[0-9a-f]{64}$"}
 ORIGIN = {"enum": ["note", "reviewed"]}
@@ -638,6 +640,12 @@ def _query(arguments: Any) -> Query:
 
 
 def _read(arguments: Any) -> Read:
+    # The common call, ``{"name": <a record name>}``, is one the schema accepts whole: a name that
+    # matches its pattern from end to end, and nothing else. Anything else is checked in full.
+    if type(arguments) is dict and len(arguments) == 1:
+        name = arguments.get("name")
+        if type(name) is str and _WHOLE_NAME(name) is not None:
+            return Read(name, None, None)
     validate_arguments("read", arguments)
     return Read(arguments["name"], arguments.get("digest"), arguments.get("origin"))
 

@@ -43,9 +43,12 @@ MAX_LINKS = 64
 # The canonical form of ``fields`` may not exceed this many bytes (a note is a note, not a blob).
 MAX_FIELDS_BYTES = 16384
 LINK_KEYS = ("depends_on", "supports", "contradicts")
-# digest -> canonical content already checked to be a valid record (bounded, oldest dropped).
-_VERIFIED: dict[str, str] = {}
-_VERIFIED_LIMIT = 100_000
+# digest -> (canonical content already checked to be a valid record, its parsed value when it
+# holds no fields, else None). Bounded by the characters it holds, twice each content's length
+# (its text and, at most, the parsed value's): 8 million characters of content. Oldest first out.
+_VERIFIED: dict[str, tuple[str, dict[str, Any] | None]] = {}
+_VERIFIED_CHARACTERS = 16 * 1024 * 1024
+_verified_characters = 0
 CONTENT_KEYS = ("name", "kind", "text", "fields", *LINK_KEYS)
 # What a caller may put in a record: ``kind`` is accepted only when it equals the name's prefix,
 # so a record read back can be written again unchanged.
@@ -179,25 +182,53 @@ class StoredRecord:
     version: int
 
     def verified_content(self) -> dict[str, Any]:
-        """Parse the stored content after recomputing its digest; damage raises ``integrity``.
+        """The stored content, parsed, once it is shown to match its digest; damage raises
+        ``integrity``.
 
-        The digest is recomputed on every call. The full check that the content is a valid
-        record in canonical form runs once per digest and process (content with a given digest
-        is always the same bytes), so repeated reads cost a hash and a JSON parse.
+        The first read of a digest in this process recomputes it, checks that the content is a
+        valid record in canonical form and keeps the content. A later read whose content is
+        those same characters is checked by comparing them (equal text has the equal digest),
+        and a record without fields is answered from a copy of the value parsed then; any other
+        content is verified again from the start. The record's name is checked every time.
         """
-        if not matches_digest(self.content, self.digest):
-            raise IntegrityError(f"stored record {self.name} does not match its digest")
-        if _VERIFIED.get(self.digest) != self.content:
-            try:
-                record = Record.parse(parse_json(self.content, "stored record"))
-            except InvalidArgument as exc:
-                raise IntegrityError(f"stored record {self.name} is not a valid record") from exc
-            if record.canonical() != self.content:
-                raise IntegrityError(f"stored record {self.name} is not in canonical form")
-            if len(_VERIFIED) >= _VERIFIED_LIMIT:
-                _VERIFIED.pop(next(iter(_VERIFIED)))
-            _VERIFIED[self.digest] = self.content
-        value: dict[str, Any] = load_canonical(self.content)
+        known = _VERIFIED.get(self.digest)
+        if known is None or known[0] != self.content:
+            known = _verify(self.name, self.content, self.digest)
+        template = known[1]
+        if template is None:
+            value: dict[str, Any] = load_canonical(self.content)
+        else:
+            value = template.copy()
+            value["fields"] = {}
+            for key in LINK_KEYS:
+                value[key] = template[key][:]
         if value["name"] != self.name:
             raise IntegrityError(f"stored record {self.name} holds another record's content")
         return value
+
+
+def _verify(name: str, content: str, digest: str) -> tuple[str, dict[str, Any] | None]:
+    """Check ``content`` against ``digest`` in full and remember it (``verified_content``)."""
+    global _verified_characters
+    if not matches_digest(content, digest):
+        raise IntegrityError(f"stored record {name} does not match its digest")
+    try:
+        record = Record.parse(parse_json(content, "stored record"))
+    except InvalidArgument as exc:
+        raise IntegrityError(f"stored record {name} is not a valid record") from exc
+    if record.canonical() != content:
+        raise IntegrityError(f"stored record {name} is not in canonical form")
+    known = (content, None if record.fields else load_canonical(content))
+    if not _VERIFIED:
+        _verified_characters = 0  # a count left over by threads that raced is reset
+    size = 2 * len(content)  # the content and, at most, its parsed text
+    while _VERIFIED and _verified_characters + size > _VERIFIED_CHARACTERS:
+        try:  # another thread may be dropping the same oldest entry
+            dropped = _VERIFIED.pop(next(iter(_VERIFIED)))
+        except (KeyError, RuntimeError, StopIteration):
+            break
+        _verified_characters -= 2 * len(dropped[0])
+    if digest not in _VERIFIED:
+        _VERIFIED[digest] = known
+        _verified_characters += size
+    return known
