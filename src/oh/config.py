@@ -599,8 +599,8 @@ def open_recall(
 
 
 def memory_keyring(memory: MemoryStore) -> Keyring | None:
-    """The keyring an embedded memory store seals with, if any."""
-    keyring = getattr(memory, "_keyring", None)
+    """The keyring a SQL memory store seals with, if any (other backends seal nothing)."""
+    keyring = getattr(memory, "keyring", None)
     return keyring if isinstance(keyring, Keyring) else None
 
 

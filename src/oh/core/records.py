@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,6 +50,7 @@ LINK_KEYS = ("depends_on", "supports", "contradicts")
 _VERIFIED: dict[str, tuple[str, dict[str, Any] | None]] = {}
 _VERIFIED_CHARACTERS = 16 * 1024 * 1024
 _verified_characters = 0
+_VERIFYING = threading.Lock()
 CONTENT_KEYS = ("name", "kind", "text", "fields", *LINK_KEYS)
 # What a caller may put in a record: ``kind`` is accepted only when it equals the name's prefix,
 # so a record read back can be written again unchanged.
@@ -213,22 +215,20 @@ def _verify(name: str, content: str, digest: str) -> tuple[str, dict[str, Any] |
     if not matches_digest(content, digest):
         raise IntegrityError(f"stored record {name} does not match its digest")
     try:
-        record = Record.parse(parse_json(content, "stored record"))
+        parsed = parse_json(content, "stored record")
+        record = Record.parse(parsed)  # reads ``parsed``, keeps none of it
     except InvalidArgument as exc:
         raise IntegrityError(f"stored record {name} is not a valid record") from exc
     if record.canonical() != content:
         raise IntegrityError(f"stored record {name} is not in canonical form")
-    known = (content, None if record.fields else load_canonical(content))
-    if not _VERIFIED:
-        _verified_characters = 0  # a count left over by threads that raced is reset
+    # Without fields the value holds only text and lists of names, read alike by both readers.
+    known = (content, None if record.fields else parsed)
     size = 2 * len(content)  # the content and, at most, its parsed text
-    while _VERIFIED and _verified_characters + size > _VERIFIED_CHARACTERS:
-        try:  # another thread may be dropping the same oldest entry
+    with _VERIFYING:  # readers only look up, which needs no lock
+        while _VERIFIED and _verified_characters + size > _VERIFIED_CHARACTERS:
             dropped = _VERIFIED.pop(next(iter(_VERIFIED)))
-        except (KeyError, RuntimeError, StopIteration):
-            break
-        _verified_characters -= 2 * len(dropped[0])
-    if digest not in _VERIFIED:
-        _VERIFIED[digest] = known
-        _verified_characters += size
+            _verified_characters -= 2 * len(dropped[0])
+        if digest not in _VERIFIED:
+            _VERIFIED[digest] = known
+            _verified_characters += size
     return known

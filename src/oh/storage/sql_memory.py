@@ -113,6 +113,11 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
 
     _keyring: Keyring | None = None
 
+    @property
+    def keyring(self) -> Keyring | None:
+        """The keyring this store seals with (it owns and closes it), or None."""
+        return self._keyring
+
     def _cipher(self, notebook_id: str) -> NotebookCipher | None:
         """The notebook's cipher, or None when this store seals nothing."""
         keyring = self._keyring
