@@ -310,6 +310,20 @@ class NotebookCipher:
         ad = self._answer + f"{len(answer_id)}:{answer_id}:{column}".encode()
         return self._open(sealed, ad, f"answer {answer_id!r} ({column})")
 
+    def value(self, text: str, purpose: str) -> str:
+        """A short value kept at rest in a form only this notebook's key opens (a note's name,
+        kind or digest, a request id, a vector's digest), sealed deterministically: the same
+        value and ``purpose`` always seal to the same text, so the database still finds rows by
+        equality without ever holding the value. ``purpose`` names the column (``"name"``,
+        ``"digest"`` ...): the same value sealed for two columns gives two unrelated texts."""
+        ad = b"oh value\0" + self.notebook_id.encode() + b"\0" + purpose.encode()
+        return SEALED + _B64(self._aead.encrypt(self._nonce, text.encode(), ad)).decode("ascii")
+
+    def plain(self, sealed: object, purpose: str) -> str:
+        """The value ``value`` sealed for ``purpose``; ``integrity`` when it does not open."""
+        ad = b"oh value\0" + self.notebook_id.encode() + b"\0" + purpose.encode()
+        return self._open(sealed, ad, f"a {purpose}")
+
     def _open(self, sealed: object, ad: bytes, what: str) -> str:
         if type(sealed) is not str or not sealed.startswith(SEALED):
             raise IntegrityError(f"notebook {self.notebook_id}: {what} is not sealed")
