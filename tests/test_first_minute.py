@@ -33,7 +33,7 @@ from oh.config import Locations
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 OH = VENV_BIN / "oh"  # the console script this venv installed, as users run it
-BANNER_LINES = 5
+BANNER_LINES = 6
 
 
 def _free_port() -> int:

@@ -1233,3 +1233,27 @@ def test_in_the_browser_the_owner_forgets_one_note_and_keeps_the_rest(
         json={"based_on": opened.version, "request_id": "after", "changes": [_add("lead:x", "x")]},
     ).json()
     assert stale["status"] == "refused" and stale["current_version"] == opened.version + 1
+
+
+def test_a_notebook_past_its_forget_time_shows_no_note_and_its_real_state(tmp_path: Path) -> None:
+    """Expired (the purge has not run yet) or forgotten: the page never shows a note, and it
+    says when the notebook expired or was forgotten, never a forget time still to come."""
+    clock = FakeClock()
+    world = World(tmp_path, clock=clock)
+    owner = world.owner("alice", _client(world))
+    expiring = world.open(owner, "reef.pdf", "run-1", _client(world))
+    expiring.remember(_add("finding:status", "zexpiredtext positive"))
+    forgotten = world.open(owner, "reef.pdf", "run-2", _client(world))
+    forgotten.remember(_add("finding:other", "zforgottentext"))
+    assert owner.delete(f"/v1/notebooks/{forgotten.id}").status_code == 200
+    client = _sign_in(_client(world), world.tokens["alice"])
+    assert "zexpiredtext" in client.get(f"/panel/notebooks/{expiring.id}").text
+    clock.advance(hours=25)  # run-1 is past its forget time; nobody has purged it yet
+    client = _sign_in(_client(world), world.tokens["alice"])  # the sign-in lapsed too
+    page = client.get(f"/panel/notebooks/{expiring.id}").text
+    assert "zexpiredtext" not in page and "finding:status" not in page
+    assert "This session expired at" in page and "<dt>Expired</dt>" in page
+    assert "<dt>Forgets</dt>" not in page and 'class="countdown"' not in page
+    gone = client.get(f"/panel/notebooks/{forgotten.id}").text
+    assert "zforgottentext" not in gone and "<dt>Forgotten</dt>" in gone
+    assert "<dt>Forgets</dt>" not in gone

@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -51,6 +52,7 @@ from oh.host import (
     MemoryCard,
     bearer_token,
 )
+from oh.notebooks import read_purge_status
 from oh.openapi import publish, reference_page
 from oh.panel import owner_from_request, panel_router
 from oh.schemas import (
@@ -411,8 +413,12 @@ def create_app(
     mcp: tuple[Any, Any] | None = None,
     reads_inline: bool = False,
     batch_writes: bool = False,
+    purge: tuple[float, Path] | None = None,
 ) -> FastAPI:
     """The reference host's ASGI app. ``mcp`` is ``(asgi_app, lifespan)`` to mount at /mcp.
+
+    ``purge`` is ``(every, status file)`` of the purge worker that runs beside this server
+    (``oh.cli.purge_worker``): ``/healthz`` shows its last pass.
 
     ``reads_inline`` runs ``read`` and ``explain`` calls on the event loop instead of
     a worker thread: on an embedded database they take tens of microseconds, and the hop to a
@@ -810,7 +816,11 @@ def create_app(
 
     @app.get("/healthz", tags=["operations"], responses={200: _json({"type": "object"})})
     async def healthz() -> Response:
-        return JSONResponse({"status": "ok", "version": __version__})
+        body: dict[str, Any] = {"status": "ok", "version": __version__}
+        if purge is not None:
+            every, status_file = purge
+            body["purge"] = {"every": every, "last_pass": read_purge_status(status_file)}
+        return JSONResponse(body)
 
     @app.get(
         "/metrics",

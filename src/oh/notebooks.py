@@ -9,9 +9,12 @@ receives only a ``PurgeAccess`` credential.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, Literal
 
 from oh.core.clock import Clock, system_clock, utc_text
@@ -28,6 +31,8 @@ __all__ = [
     "Pin",
     "PurgeReport",
     "purge_expired",
+    "read_purge_status",
+    "write_purge_status",
 ]
 
 DEFAULT_LIFETIME = timedelta(hours=24)
@@ -197,3 +202,23 @@ def purge_expired(
     if report.purged or report.emptied:
         report.compacted = access.compact()
     return report
+
+
+def write_purge_status(path: Path, status: Mapping[str, Any]) -> None:
+    """Keep a purge worker's last pass in ``path`` (``oh purge --status-file``), replaced
+    atomically; a status that cannot be written never stops the worker."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps(dict(status)) + "\n", "utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass
+
+
+def read_purge_status(path: Path) -> dict[str, Any] | None:
+    """The last pass ``write_purge_status`` kept; None before the first (or if unreadable)."""
+    try:
+        status = json.loads(path.read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None

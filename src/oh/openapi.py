@@ -162,7 +162,10 @@ _ROUTE_DOCS: dict[tuple[str, str], tuple[str, str]] = {
     ),
     ("get", "/healthz"): (
         "Liveness",
-        "Answers 200 while the server runs; needs no token, reads no database.",
+        "Answers 200 while the server runs; needs no token, reads no database. With the purge"
+        " worker that oh serve runs beside it, purge gives its period in seconds (every) and"
+        " its last pass (last_pass: when, notebooks forgotten, or the error; null before the"
+        " first).",
     ),
     ("get", "/metrics"): (
         "Metrics",
@@ -441,7 +444,24 @@ _EXAMPLES: dict[tuple[str, str], dict[str | int, Any]] = {
             "digest": _SURVEY_DIGEST,
         },
     },
-    ("get", "/healthz"): {200: {"status": "ok", "version": __version__}},
+    ("get", "/healthz"): {
+        200: {
+            "status": "ok",
+            "version": __version__,
+            "purge": {
+                "every": 60.0,
+                "last_pass": {
+                    "event": "purge_pass",
+                    "at": "2026-12-04T09:00:00Z",
+                    "purged": 0,
+                    "emptied": 0,
+                    "removed": {},
+                    "compacted": True,
+                    "every": 60.0,
+                },
+            },
+        }
+    },
 }
 _CARD = {
     "kind": "remembered",

@@ -2,7 +2,9 @@
 
 A thin loop around ``oh.notebooks.purge_expired``: one JSON line per pass; a scheduled worker
 outlives a passing fault (it prints ``purge_failed`` and tries again) and stops on SIGTERM or
-SIGINT after the pass it is in.
+SIGINT after the pass it is in. ``--status-file`` keeps the last pass in a small JSON file,
+replaced atomically: ``oh serve`` runs this command as its own purge worker and shows that file
+in ``/healthz`` (``oh.cli.purge_worker``).
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import json
 import signal
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from oh.cli.options import parse_every, read_locations
 from oh.config import open_purge_access
 from oh.errors import OhError
-from oh.notebooks import purge_expired
+from oh.notebooks import purge_expired, write_purge_status
 from oh.storage.base import OPENING_GRACE_FLOOR
 
 __all__ = ["cmd_purge", "configure_purge", "parse_grace"]
@@ -35,6 +38,12 @@ def configure_purge(command: argparse.ArgumentParser) -> None:
         default=600.0,
         metavar="SECONDS",
         help="mark empty a notebook still opening after this long (default and least 600)",
+    )
+    command.add_argument(
+        "--status-file",
+        type=Path,
+        metavar="PATH",
+        help="keep the last pass as JSON in PATH, replaced atomically (oh serve shows it)",
     )
 
 
@@ -62,16 +71,20 @@ def cmd_purge(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     grace = timedelta(seconds=args.opening_grace)
+    status: Path | None = args.status_file
     try:
         while True:
             try:
                 report = purge_expired(access, datetime.now(UTC), opening_grace=grace)
-                print(json.dumps(report.to_json()), flush=True)
+                line: dict[str, object] = report.to_json()
             except OhError as exc:
                 if args.every is None:
                     raise
                 # A scheduled worker outlives a passing fault; it says so and tries again.
-                print(json.dumps({"event": "purge_failed", **exc.to_json()}), flush=True)
+                line = {"event": "purge_failed", "at": _now(), **exc.to_json()}
+            print(json.dumps(line), flush=True)
+            if status is not None:
+                write_purge_status(status, {"every": args.every, **line})
             if args.every is None or stop.wait(args.every):
                 break
     finally:
@@ -79,3 +92,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
     if args.every is not None:
         print(json.dumps({"event": "purge_stopped"}), flush=True)
     return 0
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -3,7 +3,9 @@ owners, and the owner tokens it checks.
 
 ``oh serve`` binds its port before anything is opened and prints its banner only once the port
 accepts connections; the banner names an owner-token command that works as written from any
-directory (``owner_token_command``, which the panel's sign-in page shows too).
+directory (``owner_token_command``, which the panel's sign-in page shows too). Both serving
+commands run the purge worker in a process of its own unless told ``--no-purge``
+(``oh.cli.purge_worker``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 from oh._version import __version__
 from oh.cli.keys import warn_created
 from oh.cli.options import parse_every, process_count, read_locations
+from oh.cli.purge_worker import DEFAULT_PURGE_EVERY, PURGE_STATUS_FILE, PurgeWorker
 from oh.config import (
     Locations,
     RecallConfig,
@@ -55,6 +58,7 @@ __all__ = [
 
 def configure_serve(command: argparse.ArgumentParser) -> None:
     _recall_arguments(command)
+    _purge_arguments(command)
     command.add_argument("--host", default="127.0.0.1", help="address (127.0.0.1)")
     command.add_argument("--port", type=int, default=8765, help="port (8765)")
     command.add_argument("--log-level", default="warning", help="uvicorn log level")
@@ -78,11 +82,41 @@ def parse_workers(text: str) -> int:
 def configure_mcp(command: argparse.ArgumentParser) -> None:
     command.add_argument("--notebook", required=True, metavar="ID")
     _recall_arguments(command)
+    _purge_arguments(command)
 
 
 def configure_token(command: argparse.ArgumentParser) -> None:
     command.add_argument("action", choices=["create"])
     command.add_argument("--owner", required=True, metavar="NAME")
+
+
+def _purge_arguments(command: argparse.ArgumentParser) -> None:
+    """``--purge-every`` and ``--no-purge``: the same for ``oh serve`` and ``oh mcp``."""
+    command.add_argument(
+        "--purge-every",
+        type=parse_every,
+        default=DEFAULT_PURGE_EVERY,
+        metavar="SECONDS",
+        help="forget expired notebooks every SECONDS (or 30s, 5m, 1h) in a purge process of"
+        f" its own (default {DEFAULT_PURGE_EVERY:g})",
+    )
+    command.add_argument(
+        "--no-purge",
+        action="store_true",
+        help="run no purge worker: for deployments that run oh purge --every elsewhere",
+    )
+
+
+def _purge_worker(args: argparse.Namespace, locations: Locations) -> PurgeWorker | None:
+    """The purge worker a serving command starts, or None with ``--no-purge``."""
+    if getattr(args, "no_purge", False):
+        return None
+    return PurgeWorker(
+        this_oh(),
+        location_flags(locations),
+        getattr(args, "purge_every", DEFAULT_PURGE_EVERY),
+        locations.keys_path() / PURGE_STATUS_FILE,
+    )
 
 
 def _recall_arguments(command: argparse.ArgumentParser) -> None:
@@ -111,25 +145,38 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # stops here at once and creates nothing, and the banner can name the port actually
     # bound (--port 0 lets the system choose).
     listener = _listen(args.host, args.port)
+    purge: PurgeWorker | None = None
     try:
         _start_keys(locations, "serve")  # here, so that every worker opens the same key
         port = int(listener.getsockname()[1])
         shown_host = f"[{args.host}]" if ":" in args.host else args.host
         base = f"http://{shown_host}:{port}"
+        purge = _purge_worker(args, locations)
         worker = _Worker(
             locations=locations,
             recall=RecallConfig.resolve(locations, args.recall, args.recall_deadline),
             base=base,
             owner_token_command=owner_token_command(locations),
             log_level=args.log_level,
+            purge_every=None if purge is None else purge.every,
+            purge_status=None if purge is None else purge.status_file,
         )
-        banner = _banner(locations, base)
+        banner = _banner(locations, base, purge)
+
+        def started() -> None:
+            # The purge worker starts once the server opened (and made) the databases.
+            if purge is not None:
+                purge.start()
+            print("\n".join(banner), flush=True)
+
         workers = getattr(args, "workers", 1)
         if workers == 1:
-            worker.serve(listener, lambda: print("\n".join(banner), flush=True))
+            worker.serve(listener, started)
         else:
-            return _supervise(worker, workers, listener, banner)
+            return _supervise(worker, workers, listener, started)
     finally:
+        if purge is not None:
+            purge.stop()
         listener.close()
     return 0
 
@@ -152,6 +199,8 @@ class _Worker:
     base: str
     owner_token_command: str
     log_level: str
+    purge_every: float | None = None  # None: no purge worker runs beside this server
+    purge_status: Path | None = None
 
     def serve(
         self,
@@ -186,6 +235,9 @@ class _Worker:
                 mcp=mcp_app(host, reads_inline=inline),
                 reads_inline=inline,
                 batch_writes=inline,
+                purge=None
+                if self.purge_every is None or self.purge_status is None
+                else (self.purge_every, self.purge_status),
             )
 
             class Server(uvicorn.Server):
@@ -210,11 +262,14 @@ def _run_worker(worker: _Worker, index: int, listener: socket.socket, ready: Any
         raise SystemExit(f"oh serve: worker {index}: {exc.code}: {exc.message}") from None
 
 
-def _supervise(worker: _Worker, count: int, listener: socket.socket, banner: list[str]) -> int:
+def _supervise(
+    worker: _Worker, count: int, listener: socket.socket, started: Callable[[], None]
+) -> int:
     """``--workers N``: N processes accepting on the one bound socket, started one after the
     other (the first creates or migrates what the databases lack before the next opens them);
-    the banner once all of them serve. A process that ends while serving is started again;
-    one that cannot start stops them all (exit status 1). SIGTERM or SIGINT stops them all."""
+    ``started`` (the purge worker, the banner) once all of them serve. A process that ends
+    while serving is started again; one that cannot start stops them all (exit status 1).
+    SIGTERM or SIGINT stops them all."""
     context = multiprocessing.get_context("spawn")
     stopping = threading.Event()
 
@@ -245,7 +300,7 @@ def _supervise(worker: _Worker, count: int, listener: socket.socket, banner: lis
                     return 0
                 print(f"oh serve: worker {index} did not start", file=sys.stderr, flush=True)
                 return 1
-        print("\n".join(banner), flush=True)
+        started()
         while not stopping.is_set():
             for index, process in list(processes.items()):
                 if not process.is_alive() and not stopping.is_set():
@@ -291,7 +346,7 @@ def _listen(host: str, port: int) -> socket.socket:
     return listener
 
 
-def _banner(locations: Locations, base: str) -> list[str]:
+def _banner(locations: Locations, base: str, purge: PurgeWorker | None = None) -> list[str]:
     """What ``oh serve`` prints once it accepts connections. The owner-token command is
     printed so that it works as written from any directory: the ``oh`` that is running
     (its absolute path unless ``oh`` on PATH is this one) and absolute database locations."""
@@ -305,6 +360,12 @@ def _banner(locations: Locations, base: str) -> list[str]:
         f"  HTTP API   {base}/v1  (reference: {base}/docs, OpenAPI: {base}/openapi.json)",
         f"  MCP        {base}/mcp  (agent token and client config: oh notebook open)",
         f"  Panel      {base}/panel  (sign in with an owner token)",
+        (
+            "  Purge      off (--no-purge): run oh purge --every elsewhere, or nothing is forgotten"
+            if purge is None
+            else f"  Purge      every {purge.every:g} s in a process of its own"
+            " (expired notebooks forgotten; --no-purge to run it elsewhere)"
+        ),
         f"  Owner token: {owner_token_command(locations)}",
     ]
 
@@ -378,11 +439,17 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         locations, getattr(args, "recall", None), getattr(args, "recall_deadline", None)
     )
     host = open_agent_host(locations, recall)
+    purge: PurgeWorker | None = None
     try:
         if host.agent(token) != args.notebook:
             raise Forbidden(f"{AGENT_TOKEN_ENV} belongs to another notebook than {args.notebook}")
+        purge = _purge_worker(args, locations)
+        if purge is not None:
+            purge.start()
         run_stdio(host, args.notebook, token)
     finally:
+        if purge is not None:
+            purge.stop()
         close_host(host)
     return 0
 

@@ -275,6 +275,12 @@ class DecisionMade(TypedDict):
     digest: NotRequired[str]
 
 
+class PurgeHealth(TypedDict):
+    every: float  # seconds between two passes
+    last_pass: dict[str, Any] | None  # the worker's last pass line; None before the first
+
+
 class Health(TypedDict):
     status: str
     version: str
+    purge: NotRequired[PurgeHealth]  # when oh serve runs the purge worker beside it

@@ -225,6 +225,12 @@ class NotebookView:
         return self.notebook.state in ("purged", "empty")
 
     @property
+    def closed(self) -> bool:
+        """Gone, or past its forget time: its notes are never shown again (an expired notebook
+        waits only for the purge's next pass, which ``oh serve`` runs every minute)."""
+        return self.gone or self.notebook.state == "expired"
+
+    @property
     def pinned_before_latest(self) -> bool:
         pinned = self.notebook.pinned_revision
         return (
@@ -344,7 +350,7 @@ def notebook_view(
     now = host.clock()
     proposals = host.proposals(owner)
     proposed = next((p for p in proposals if p.id == query.proposed), None)
-    if notebook.state in ("purged", "empty"):
+    if notebook.state in ("purged", "empty", "expired"):
         empty = RecordList("note", [], 1, [], 0)
         return NotebookView(
             notebook, empty, replace(empty, origin="reviewed"), now, proposed, query=query
@@ -768,7 +774,7 @@ def _list(chrome: Chrome, view: NotebookView, listed: RecordList, title: str, ca
 
 def _filter(chrome: Chrome, view: NotebookView) -> str:
     """Filter every list by kind and by a part of the name: a plain GET form, no script."""
-    if view.gone or not (view.kinds or view.query.filtered):
+    if view.closed or not (view.kinds or view.query.filtered):
         return ""
     kinds = dict(sorted(view.kinds.items()))
     if view.query.kind is not None:
@@ -806,9 +812,16 @@ def _session(chrome: Chrome, view: NotebookView) -> str:
     countdown = (
         f' <span class="countdown" data-until="{esc(nb.forgets_at)}">'
         f"({esc(remaining(nb.forgets_at, view.now))})</span>"
-        if not view.gone
+        if not view.closed
         else ""
     )
+    if view.gone:  # its real end, not the forget time it had (forget now comes before it)
+        when = time_tag(nb.purged_at) if nb.purged_at else "yes"
+        ends = f"<div><dt>Forgotten</dt><dd>{when}</dd></div>"
+    elif nb.state == "expired":
+        ends = f"<div><dt>Expired</dt><dd>{time_tag(nb.forgets_at)}</dd></div>"
+    else:
+        ends = f"<div><dt>Forgets</dt><dd>{time_tag(nb.forgets_at)}{countdown}</dd></div>"
     return (
         '<section id="session" aria-labelledby="session-title">'
         '<h2 id="session-title" class="visually-hidden">Session</h2>'
@@ -816,7 +829,7 @@ def _session(chrome: Chrome, view: NotebookView) -> str:
         f"<div><dt>Document</dt><dd>{esc(nb.document)}</dd></div>"
         f"<div><dt>Run</dt><dd>{esc(nb.run)}</dd></div>"
         f"<div><dt>Session started</dt><dd>{time_tag(nb.started_at)}</dd></div>"
-        f"<div><dt>Forgets</dt><dd>{time_tag(nb.forgets_at)}{countdown}</dd></div>"
+        f"{ends}"
         f'<div><dt>Memory version</dt><dd data-field="version">{nb.version}</dd></div>'
         f"<div><dt>Pinned revision</dt><dd>{esc(pinned)}</dd></div>"
         f'<div><dt>State</dt><dd data-field="state">{esc(nb.state)}</dd></div>'
@@ -837,10 +850,12 @@ def _notices(chrome: Chrome, view: NotebookView) -> str:
         )
     elif nb.state == "expired":
         out.append(
-            '<p class="notice" role="status">This session has expired and waits for the purge;'
-            " the agent can no longer use it.</p>"
+            f'<p class="notice gone" role="status">This session expired at'
+            f" {time_tag(nb.forgets_at)}. The agent can no longer use it and its notes are no"
+            " longer shown; the purge deletes them, with its key, at its next pass (every"
+            " minute on <code>oh serve</code>).</p>"
         )
-    if not view.gone and view.pinned_before_latest:
+    if not view.closed and view.pinned_before_latest:
         out.append(
             f'<p class="notice pin" role="status">This session is pinned at revision'
             f" <strong>{nb.pinned_revision}</strong> of your reviewed knowledge; the latest is"
