@@ -425,7 +425,9 @@ def test_the_whole_owner_and_agent_flow(served: Served, ann: Client) -> None:
     with pytest.raises(Purged):
         ann.forget_notebook(notebook)
 
-    assert ann.healthz() == {"status": "ok", "version": __version__}
+    health = ann.healthz()
+    assert (health["status"], health["version"]) == ("ok", __version__)
+    assert health["purge"]["every"] == 60.0  # oh serve runs the purge worker beside it
     assert "oh_tool_calls_total" in ann.metrics()
     assert "/v1/notebooks/{notebook_id}/tools/remember" in ann.openapi()["paths"]
 

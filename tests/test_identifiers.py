@@ -115,7 +115,8 @@ def _exported(write: Any, store: Any, *args: Any) -> bytes:
 )
 @given(
     owner=identifiers,
-    document=identifiers,
+    # A document's name is also one URL path segment: never ".", ".." or holding "/".
+    document=identifiers.filter(lambda s: s not in (".", "..") and "/" not in s),
     run=identifiers,
     request_id=identifiers.filter(lambda s: len(s) <= 128),
     cited=identifiers.filter(lambda s: s.strip() != ""),

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Mapping
 
 from oh.core.clock import Clock, utc_text
-from oh.core.identifiers import check_identifier
+from oh.core.identifiers import check_document_name, check_identifier
 from oh.errors import Forbidden, NotFound, Unauthenticated
 from oh.storage.base import HostRegistry
 
@@ -111,7 +111,7 @@ class Documents:
     def register(self, owner: str, document: str) -> bool:
         """Register ``document`` for ``owner``; True if new. ``forbidden`` if another owns it."""
         check_identifier(owner, "owner")
-        check_identifier(document, "document")
+        check_document_name(document)
         existing = self._registry.document_owner(document)
         holder = self._registry.register_document(document, owner, utc_text(self._clock()))
         if holder != owner:

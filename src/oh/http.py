@@ -456,6 +456,10 @@ def create_app(
         # plain page rendered here from this same document instead.
         docs_url=None,
         redoc_url=None,
+        # No redirect, ever: a client that resolves a name such as ".." against the route
+        # (DELETE .../records/.. is DELETE .../notebooks/{id}/) and follows a 307 would send
+        # the DELETE to the notebook. A trailing slash is just a route that does not exist.
+        redirect_slashes=False,
     )
 
     async def run(call: Callable[[], Awaitable[Response]]) -> Response:

@@ -19,6 +19,7 @@ from oh.errors import InvalidArgument
 __all__ = [
     "CONTROL_CHARACTERS",
     "IDENTIFIER_PATTERN",
+    "check_document_name",
     "check_identifier",
     "contains_control",
     "identifier_schema",
@@ -47,6 +48,20 @@ def check_identifier(value: Any, where: str, limit: int = 200) -> str:
         except UnicodeEncodeError:
             raise InvalidArgument(f"{where} contains a lone surrogate") from None
     return value
+
+
+def check_document_name(value: Any, where: str = "document") -> str:
+    """A document's name: an identifier that is also one segment of a URL path (the HTTP API
+    names a document in its routes), so never ``.``, ``..`` or anything holding ``/``: a
+    client resolves those against the route (``/v1/documents/..`` is ``/v1/``), so such a
+    document could be registered over one transport and never reached over another."""
+    check_identifier(value, where)
+    if value in (".", "..") or "/" in value:
+        raise InvalidArgument(
+            f"{where} {value!r} is not a name: it must not be . or .. or contain /"
+            " (a document is named in URL paths)"
+        )
+    return str(value)
 
 
 def contains_control(value: str) -> bool:
