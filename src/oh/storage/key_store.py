@@ -3,9 +3,12 @@
 ``keys.db`` in the keys directory, never in the data directory operators back up: forgetting a
 notebook destroys its row here, and a backup of this file would keep the key alive. The file is
 opened with the standard library's SQLite (its authorizer gives the purge worker a credential
-that can destroy keys and do nothing else), in WAL mode with ``secure_delete``: a destroyed key's
-bytes are overwritten when its page is next written back, and every destroy ends with a
-checkpoint that truncates the WAL, so no older frame keeps the wrapped key either.
+that can destroy keys and do nothing else), with ``secure_delete`` and a rollback journal, not
+a write-ahead log: a destroyed key's bytes are overwritten in the file itself before the
+destroy commits, and no WAL frame can keep them. A commit waits (up to the busy timeout) for
+readers in other processes to finish; if they do not, the destroy fails and the forget that
+asked for it answers ``storage_unavailable`` with nothing destroyed or deleted. So when a
+forget answers, the key is gone from every file of the key store, whoever was reading it.
 """
 
 from __future__ import annotations
@@ -36,13 +39,14 @@ def _connect(path: Path) -> sqlite3.Connection:
         conn = sqlite3.connect(
             str(path), isolation_level=None, timeout=5.0, check_same_thread=False
         )
-        # Turning a new file to WAL needs it alone for a moment, and SQLite answers "locked" at
-        # once there instead of through the busy handler: processes creating the key store at
-        # the same moment take turns.
+        # A rollback journal (a key store made by an earlier release is in WAL mode: turned back
+        # here, which writes the WAL into the file and removes it). Switching needs the file
+        # alone for a moment, and SQLite answers "locked" at once there instead of through the
+        # busy handler: processes opening the key store at the same moment take turns.
         deadline = time.monotonic() + 5.0
         while True:
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA journal_mode=DELETE")
                 break
             except sqlite3.OperationalError:
                 if time.monotonic() > deadline:
@@ -61,12 +65,6 @@ class _KeyFile:
     path: Path
     _lock: threading.Lock
     _conn: sqlite3.Connection
-
-    def _guard(self) -> None:
-        """Put the connection's authorizer (back) in place; the full store has none."""
-
-    def _lift(self) -> None:
-        """Lift the authorizer for one fixed statement of Oh's own."""
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
@@ -142,7 +140,6 @@ class LibsqlKeyStore(_KeyFile):
                     "UPDATE data_keys SET master_id = ?, wrapped = ? WHERE notebook_id = ?",
                     (master_id, wrapped, notebook_id),
                 )
-        _checkpoint(self)
 
     def count(self) -> dict[str, int]:
         """How many data keys each master key wraps."""
@@ -170,29 +167,15 @@ class LibsqlKeyStore(_KeyFile):
 
 
 def _destroy(owner: _KeyFile, ids: list[str]) -> int:
-    """Delete the keys in one durable transaction, then checkpoint so no WAL frame keeps them."""
+    """Delete the keys in one durable transaction: with ``secure_delete`` and no WAL, their
+    bytes are overwritten in the file by the commit, which returns only once it is synced."""
     if not ids:
         return 0
     with owner._write() as conn:
-        destroyed = sum(
+        return sum(
             conn.execute("DELETE FROM data_keys WHERE notebook_id = ?", (notebook_id,)).rowcount
             for notebook_id in ids
         )
-    _checkpoint(owner)
-    return destroyed
-
-
-def _checkpoint(owner: _KeyFile) -> None:
-    """Write the WAL back and truncate it. Busy (another process reading) is not an error: the
-    pages are overwritten at that process's next checkpoint; the keys are gone either way."""
-    with owner._lock:
-        owner._lift()
-        try:
-            owner._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        except sqlite3.Error:
-            pass
-        finally:
-            owner._guard()
 
 
 def _shredder_authorizer(action: int, first: str | None, second: str | None, *_: Any) -> int:
@@ -217,13 +200,7 @@ class KeyShredder(_KeyFile):
             raise NotFound(f"no key store at {self.path}")
         self._lock = threading.Lock()
         self._conn = _connect(self.path)
-        self._guard()
-
-    def _guard(self) -> None:
         self._conn.set_authorizer(_shredder_authorizer)
-
-    def _lift(self) -> None:
-        self._conn.set_authorizer(None)
 
     def destroy(self, notebook_ids: Iterable[str]) -> int:
         return _destroy(self, list(notebook_ids))
