@@ -30,7 +30,7 @@ from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
 import oh.http
-from oh.config import Locations, open_host
+from oh.config import Locations, UnsealedWarning, open_host
 from oh.core.clock import Clock, system_clock
 from oh.host import Host, HostSettings
 from oh.http import create_app
@@ -94,14 +94,20 @@ class World:
     """One host, its app, and the owners alice and bob, reachable at ``url``."""
 
     def __init__(
-        self, data: Path, url: str = "http://testserver", clock: Clock = system_clock
+        self,
+        data: Path,
+        url: str = "http://testserver",
+        clock: Clock = system_clock,
+        sealed: bool = True,
     ) -> None:
         self.url = url
         # The real clock by default, deliberately: the browser tests compare the host's forget
         # time with Chromium's Date.now(), which no injected clock or clock shift reaches. Every
         # other time these tests compare is the host's own (so this module cannot run shifted);
         # the plain-HTTP tests pass an injected clock.
-        self.host = open_host(Locations(data), settings=HostSettings(public_url=url), clock=clock)
+        self.host = open_host(
+            Locations(data, sealed=sealed), settings=HostSettings(public_url=url), clock=clock
+        )
         self.app = _app(self.host)
         self.tokens = {name: self.host.create_owner_token(name) for name in ("alice", "bob")}
 
@@ -303,8 +309,12 @@ def test_another_owner_learns_nothing_and_changes_nothing(world: World) -> None:
 
 
 def test_a_past_version_that_does_not_match_its_digest_is_shown_as_such_not_its_text(
-    world: World, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
+    # Plain storage (the opt-out), so that the text can be altered in place: sealed text
+    # altered does not open at all (tests/test_sealed_notebooks.py).
+    with pytest.warns(UnsealedWarning):
+        world = World(tmp_path, sealed=False)
     opened = _alice_notebook(world)
     opened.remember(_replace("lead:reef-survey-2016", "methods in the annex"))
     conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)

@@ -21,13 +21,12 @@ from typing import Any
 import httpx
 import pytest
 
-from oh.config import Locations, open_host
+from oh.config import Locations, open_host, open_memory_store
 from oh.core.changes import MAX_CHANGES, parse_changes
 from oh.core.notebook import Notebook
 from oh.host import Host, HostSettings
 from oh.http import create_app
 from oh.panel.memory import PAGE_SIZE
-from oh.storage.libsql import LibsqlMemoryStore
 from oh.testing.browser import chromium
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
@@ -57,7 +56,7 @@ class Scale:
             Locations(data), settings=HostSettings(public_url=url), clock=self.clock
         )
         self.app = create_app(self.host)
-        self.memory = LibsqlMemoryStore(data / "memory.db")
+        self.memory = open_memory_store(Locations(data))  # sealed, with the host's keys
         self.tokens: dict[str, str] = {}
 
     def token(self, owner: str) -> str:

@@ -16,12 +16,19 @@ import io
 import json
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from oh.cli import main
-from oh.config import Locations, open_knowledge_store, open_memory_store, start_master_key
+from oh.config import (
+    Locations,
+    UnsealedWarning,
+    open_knowledge_store,
+    open_memory_store,
+    start_master_key,
+)
 from oh.core.canonical import canonical_bytes
 from oh.errors import IntegrityError, InvalidArgument
 from oh.keys import KEY_FILE, MASTER_KEY_ENV, Keyring, MasterKey, MasterKeys, write_master_key
@@ -498,10 +505,11 @@ def _refusal(sealed: bytes, masters: MasterKeys | None) -> str:
 # -- the commands ------------------------------------------------------------------------------
 
 
-def _fill_data_directory(data: Path) -> tuple[bytes, bytes]:
+def _fill_data_directory(data: Path, *, sealed: bool = True) -> tuple[bytes, bytes]:
     """fill_memory and fill_knowledge in the data directory, through the configuration (sealed
-    and MACed when a master key is configured); their plaintext exports."""
-    locations = Locations.resolve(str(data), create=True)
+    and MACed, with the master key it makes if none is configured, unless ``sealed`` is False:
+    the opt-out); their plaintext exports."""
+    locations = replace(Locations.resolve(str(data), create=True), sealed=sealed)
     locations.prepare()
     memory, knowledge = open_memory_store(locations), open_knowledge_store(locations)
     try:
@@ -608,7 +616,8 @@ def test_without_a_master_key_oh_export_writes_plaintext_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     source, target = tmp_path / "source", tmp_path / "target"
-    plain = _fill_data_directory(source)
+    with pytest.warns(UnsealedWarning):
+        plain = _fill_data_directory(source, sealed=False)  # kept plain: no key is made
     target.mkdir()
     written = _move(source, target, tmp_path)
     assert [data for _file, data in written] == list(plain)

@@ -35,14 +35,18 @@ from __future__ import annotations
 
 import math
 import os
+import sqlite3
+import sys
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit, urlunsplit
 
 from oh.core.clock import Clock, system_clock
-from oh.errors import AlreadyExists, InvalidArgument, NotFound
+from oh.errors import AlreadyExists, InvalidArgument, NotFound, StorageUnavailable
 from oh.host import Host, HostSettings
 from oh.keys import (
     KEY_FILE,
@@ -52,6 +56,7 @@ from oh.keys import (
     MasterKey,
     MasterKeys,
     load_master_keys,
+    losing_it,
     read_master_key,
     write_master_key,
 )
@@ -60,14 +65,17 @@ from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAcce
 from oh.storage.key_store import KEY_STORE_FILE, KeyShredder, LibsqlKeyStore
 from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sealing import LOST_KEYS_FIX, check_keys_fit
 
 __all__ = [
     "DEFAULT_DATA_DIR",
     "RECALL_MODES",
+    "UNSEALED_ENV",
     "KeyStatus",
     "Locations",
     "RecallConfig",
     "Rotation",
+    "UnsealedWarning",
     "begin_rotation",
     "check_rotation",
     "close_host",
@@ -90,10 +98,12 @@ __all__ = [
     "remac_knowledge",
     "rewrap_data_keys",
     "rotate_master_key",
+    "sealed_memory",
     "start_master_key",
 ]
 
 DEFAULT_DATA_DIR = "oh-data"
+UNSEALED_ENV = "OH_UNSEALED"  # "1": the explicit opt-out of sealing (``Locations.sealed``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +114,9 @@ class Locations:
     create: bool = True  # may opening create the data directory and missing database files?
     driver: Driver = "sqlite3"  # how the embedded files are opened (``OH_EMBEDDED_DRIVER``)
     keys_dir: Path | None = None  # ``--keys`` / ``OH_KEYS``; None: beside the data directory
+    # False is the one opt-out of sealing (``OH_UNSEALED=1``): notes kept in plain text, with a
+    # warning each time the stores open. Sealed is the default everywhere (docs/keys.md).
+    sealed: bool = True
 
     @classmethod
     def resolve(
@@ -124,6 +137,7 @@ class Locations:
             create=create,
             driver=embedded_driver(os.environ),
             keys_dir=None if keys is None else Path(keys),
+            sealed=os.environ.get(UNSEALED_ENV, "") not in ("1", "true", "yes"),
         )
 
     def keys_path(self) -> Path:
@@ -209,15 +223,73 @@ def is_postgres_url(url: str | None) -> bool:
 
 def open_keyring(locations: Locations) -> Keyring | None:
     """The keyring of the configured master key (``OH_MASTER_KEY``, else the key file) over the
-    key store; None when no master key is configured. It never creates a key; a command that
-    may not create files refuses a missing key store (``not_found``) instead of starting an
-    empty one, under which every sealed notebook would read as forgotten."""
+    key store. Where the locations may create (``Locations.create``, the library's default),
+    a missing master key is created first, exactly as ``oh serve`` does (``start_master_key``):
+    every way of opening the stores seals. None only with the opt-out (``sealed=False``, which
+    warns) or when no key is configured and none may be made; a sealed database then refuses
+    to open. A location that may not create files refuses a missing key store (``not_found``)
+    instead of starting an empty one, under which every sealed notebook would read as
+    forgotten."""
+    if not locations.sealed:
+        _warn_unsealed(locations)
+        return None
+    created = start_master_key(locations)
+    if created is not None:
+        where = created.resolve()
+        # Said once, on standard error, as oh serve says it: the key must be backed up.
+        sys.stderr.write(f"oh: created the master key {where}\n")
+        sys.stderr.write(f"oh: {losing_it(f'the master key file {where}')}\n")
+        sys.stderr.flush()
     keys_dir = locations.keys_path()
     masters = load_master_keys(keys_dir, os.environ)
     if masters is None:
         return None
     store_path = _existing_key_store(locations)
     return Keyring(masters, _key_store(store_path))
+
+
+def _warn_unsealed(locations: Locations) -> None:
+    message = (
+        f"oh: {UNSEALED_ENV}=1 (Locations(sealed=False)): notes are kept in plain text in"
+        f" {locations.data_dir}, and forgetting a notebook cannot reach its backups (docs/keys.md)"
+    )
+    warnings.warn(message, UnsealedWarning, stacklevel=3)
+
+
+class UnsealedWarning(UserWarning):
+    """The stores were opened with sealing turned off (``Locations.sealed`` is False)."""
+
+
+def sealed_memory(locations: Locations) -> str | None:
+    """Where the memory database is, if it exists and records that its notebooks are sealed;
+    None otherwise. Read only: nothing is created or changed (a missing file stays missing)."""
+    if is_postgres_url(locations.memory_url):
+        from oh.storage.postgres import sealing_recorded
+
+        url = str(locations.memory_url)
+        return _shown_url(url) if sealing_recorded(url) else None
+    try:
+        path = _embedded_path(locations.memory_url, locations.data_dir / "memory.db", False)
+    except NotFound:
+        return None  # no data directory: nothing is sealed there
+    if not path.is_file():
+        return None
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT since FROM sealing").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None  # not a database Oh sealed (or not one at all): the store says which
+    return str(path) if row is not None else None
+
+
+def _shown_url(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
 
 
 def _existing_key_store(locations: Locations) -> Path:
@@ -257,6 +329,13 @@ def create_master_key(locations: Locations, *, write: bool = True) -> MasterKey:
             f" key {', '.join(sorted(held))}, which a new key cannot open: restore that key"
             " (docs/keys.md, Losing the master key)"
         )
+    sealed = sealed_memory(locations)
+    if sealed is not None:
+        raise StorageUnavailable(
+            f"the notebooks in {sealed} are sealed, but no master key is configured: there is"
+            f" no {keys_dir / KEY_FILE} and {MASTER_KEY_ENV} is not set; Oh never makes a new"
+            " master key over sealed data." + LOST_KEYS_FIX
+        )
     key = MasterKey.generate()
     try:
         if write:
@@ -276,9 +355,16 @@ def start_master_key(locations: Locations) -> Path | None:
     if not locations.create:
         return None
     keys_dir = locations.keys_path()
+    store_path = keys_dir / KEY_STORE_FILE
     if load_master_keys(keys_dir, os.environ) is not None:
-        if not (keys_dir / KEY_STORE_FILE).is_file():  # a key from OH_MASTER_KEY, say
-            _key_store(keys_dir / KEY_STORE_FILE).close()
+        if not store_path.is_file():  # a key from OH_MASTER_KEY, say
+            sealed = sealed_memory(locations)
+            if sealed is not None:
+                raise StorageUnavailable(
+                    f"the notebooks in {sealed} are sealed, but there is no key store at"
+                    f" {store_path}; Oh never starts an empty one over sealed data." + LOST_KEYS_FIX
+                )
+            _key_store(store_path).close()
         return None
     try:
         create_master_key(locations)
@@ -474,6 +560,7 @@ def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -
         # The key store stays the embedded file in the keys directory, never in the cluster.
         keyring = open_keyring(locations)
         try:
+            _check_keys(locations, keyring)
             return open_postgres_memory(str(locations.memory_url), keyring=keyring)
         except BaseException:
             if keyring is not None:
@@ -482,6 +569,7 @@ def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -
     path = locations.memory_path()  # refused (not_found) before any key store is opened
     keyring = open_keyring(locations)
     try:
+        _check_keys(locations, keyring)
         return LibsqlMemoryStore(
             path, keyring=keyring, synchronous=synchronous, driver=locations.driver
         )
@@ -489,6 +577,16 @@ def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -
         if keyring is not None:
             keyring.close()
         raise
+
+
+def _check_keys(locations: Locations, keyring: Keyring | None) -> None:
+    """Sealed data with a key store or master key that is not its own is refused before the
+    store opens it for writing, so the refusal changes no byte of it (``check_keys_fit``)."""
+    if not locations.sealed:
+        return
+    sealed = sealed_memory(locations)
+    if sealed is not None:
+        check_keys_fit(keyring, sealed)
 
 
 def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL") -> KnowledgeStore:
@@ -588,10 +686,8 @@ def open_recall(
     memory = open_memory_store(locations)
     return Recall(
         memory,
-        # The notes to embed are read through the memory store's keyring (it owns it).
-        LibsqlVectorStore(
-            locations.memory_path(), driver=locations.driver, keyring=memory_keyring(memory)
-        ),
+        # Recall reads the notes to embed through the memory store's keyring (it owns it).
+        LibsqlVectorStore(locations.memory_path(), driver=locations.driver),
         embedder_from_env(kind=embedder),
         open_knowledge_store(locations),
         clock=clock,

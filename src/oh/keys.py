@@ -52,6 +52,7 @@ __all__ = [
     "NotebookCipher",
     "WrappingKey",
     "load_master_keys",
+    "losing_it",
     "write_master_key",
 ]
 
@@ -182,6 +183,15 @@ class MasterKeys:
 def _mac(key: WrappingKey, purpose: bytes, data: bytes) -> str:
     tag = key.mac(purpose + b"\0" + data).hex()
     return f"{key.id}:{tag}"
+
+
+def losing_it(what: str) -> str:
+    """The warning every new master key comes with: ``what`` names the key."""
+    return (
+        f"back up {what} apart from the data directory and its backups. If it is lost, the"
+        " notes of open notebooks can never be read again and reviewed knowledge can no longer"
+        " be authenticated (docs/keys.md)."
+    )
 
 
 def read_master_key(path: Path) -> MasterKey:

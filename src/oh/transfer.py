@@ -118,6 +118,9 @@ class ExportReport:
     proposals: int = 0
     sha256: str = ""
     sealed_under: str | None = None  # the master key's id, for a sealed export
+    # Notebooks left out of a whole export because their data key is gone: forgotten after
+    # this copy of the database was taken (a restored backup); their rows can never be read.
+    forgotten: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +134,7 @@ class ExportReport:
             "proposals": self.proposals,
             "sha256": self.sha256,
             "sealed_under": self.sealed_under,
+            "forgotten": list(self.forgotten),
         }
 
 
@@ -233,6 +237,13 @@ def _export_notebooks(
     writer.line(_header("notebooks"))
     for notebook_id in store.notebook_ids() if notebook_ids is None else notebook_ids:
         notebook = store.notebook(notebook_id)
+        if (
+            notebook_ids is None
+            and notebook.state not in ("purged", "empty")
+            and store.data_key_destroyed(notebook_id)
+        ):
+            writer.report.forgotten.append(notebook_id)  # reported, and the export goes on
+            continue
         writer.line(_notebook_line(notebook))
         writer.report.notebooks += 1
         written = 0
@@ -743,6 +754,9 @@ class ImportReport:
     proposals: int = 0
     skipped: list[str] = field(default_factory=list)
     sealed_under: str | None = None  # the master key's id, for a sealed export
+    # Notebooks left out of a whole export because their data key is gone: forgotten after
+    # this copy of the database was taken (a restored backup); their rows can never be read.
+    forgotten: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {

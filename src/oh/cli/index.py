@@ -12,7 +12,7 @@ import sys
 from typing import TextIO
 
 from oh.cli.options import read_locations
-from oh.config import memory_keyring, open_knowledge_store, open_memory_store
+from oh.config import open_knowledge_store, open_memory_store
 from oh.errors import OhError
 from oh.recall.embedders import EMBEDDERS, embedder_from_env
 from oh.recall.service import Recall
@@ -49,11 +49,7 @@ def rebuild_command(
     embedder = embedder_from_env(kind=getattr(args, "embedder", None))
     memory = open_memory_store(locations)
     try:
-        vectors = LibsqlVectorStore(
-            locations.memory_path(),
-            driver=locations.driver,
-            keyring=memory_keyring(memory),  # the memory store's, which owns it
-        )
+        vectors = LibsqlVectorStore(locations.memory_path(), driver=locations.driver)
         try:
             knowledge = open_knowledge_store(locations)
             try:

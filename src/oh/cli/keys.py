@@ -15,21 +15,12 @@ from pathlib import Path
 
 from oh.cli.options import read_locations
 from oh.config import create_master_key, key_status, rotate_master_key
-from oh.keys import KEY_FILE, MASTER_KEY_ENV
+from oh.keys import KEY_FILE, MASTER_KEY_ENV, losing_it
 from oh.storage.key_store import KEY_STORE_FILE
 
-__all__ = ["SUMMARY", "cmd_create", "cmd_rotate", "cmd_status", "losing_it", "register"]
+__all__ = ["SUMMARY", "cmd_create", "cmd_rotate", "cmd_status", "register", "warn_created"]
 
 SUMMARY = "create, rotate and show the master key that seals notebooks: oh key status"
-
-
-def losing_it(what: str) -> str:
-    """The warning every new master key comes with: ``what`` names the key."""
-    return (
-        f"back up {what} apart from the data directory and its backups. If it is lost, the"
-        " notes of open notebooks can never be read again and reviewed knowledge can no longer"
-        " be authenticated (docs/keys.md)."
-    )
 
 
 def warn_created(command: str, key_file: Path) -> None:

@@ -129,6 +129,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
+    for notebook_id in getattr(report, "forgotten", ()):
+        print(
+            f"oh export: {notebook_id}: purged: no data key (forgotten); not exported",
+            file=sys.stderr,
+            flush=True,
+        )
     progress(canonical_text(report.to_json()))
     return 0
 

@@ -109,12 +109,16 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         if sys.stderr.isatty():
             print(file=sys.stderr)
+        for notebook_id in report.forgotten:
+            print(f"{notebook_id}: purged: no data key (forgotten); its rows cannot be read")
         for problem in report.problems + knowledge_report.problems:
             print(f"{problem.notebook_id}: {problem.what}: {problem.detail}")
         verdict = "OK" if ok else "FAILED"
         print(
             f"verify: {report.notebooks} notebooks, {report.entries} log entries, "
             f"{report.records} records; {knowledge_report.entries} knowledge revisions, "
-            f"{knowledge_report.records} reviewed versions: {verdict}"
+            f"{knowledge_report.records} reviewed versions"
+            + (f"; {len(report.forgotten)} forgotten" if report.forgotten else "")
+            + f": {verdict}"
         )
     return 0 if ok else 1

@@ -108,6 +108,11 @@ class VectorStore(Protocol):
 
     def drop_note_vectors(self, notebook_id: str | None = None) -> int: ...
 
+    def read_with(self, keyring: Any) -> None:
+        """Read the notes to embed through ``keyring``, the memory store's (None when it seals
+        nothing); a store over sealed notes refuses None."""
+        ...
+
     def reviewed_vectors(
         self, owner: str, model_id: str, digests: Sequence[str]
     ) -> dict[str, bytes]: ...
@@ -305,6 +310,9 @@ class Recall:
             raise InvalidArgument("cached_scopes must be a positive integer")
         self.memory = memory
         self.vectors = vectors
+        # One wiring: the notes to embed are read through the keyring of the memory store they
+        # come from (a SQL store's; other stores seal nothing), never one given separately.
+        vectors.read_with(getattr(memory, "keyring", None))
         self.embedder = embedder
         self.knowledge = knowledge
         self.clock = clock

@@ -156,6 +156,12 @@ class MemoryStore(Protocol):
         """The seal stored with the notebook's metadata (``oh.core.seals``); None if none is."""
         ...
 
+    def data_key_destroyed(self, notebook_id: str) -> bool:
+        """Whether the notebook's content can never be opened because its data key is gone:
+        it was forgotten after this copy of the database was taken (a restored backup). False
+        on a store that seals nothing."""
+        ...
+
     def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
         """Every kept answer of the notebook, expired or not, as stored: ``ANSWER_COLUMNS``
         order (``oh.storage.rows``), values raw."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from oh.core.clock import utc_text
 from oh.core.seals import vector_seal
-from oh.errors import IntegrityError, Purged
+from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import Keyring, NotebookCipher
 from oh.storage.libsql import (
     BUSY_WAIT_SECONDS,
@@ -73,11 +73,23 @@ class LibsqlVectorStore(LibsqlDatabase):
         synchronous: Synchronous = "NORMAL",
         busy_wait: float = BUSY_WAIT_SECONDS,
         driver: Driver = "sqlite3",
-        keyring: Keyring | None = None,
     ) -> None:
-        """``keyring``: the memory store's, when its notebooks are sealed (docs/keys.md), so the
-        notes to embed are read opened. The store that owns it closes it, not this one."""
         super().__init__(path, synchronous=synchronous, busy_wait=busy_wait, driver=driver)
+        self._keyring: Keyring | None = None
+        with self._lock, translated():
+            self._sealed = self._conn.execute("SELECT 1 FROM sealing").fetchone() is not None
+
+    def read_with(self, keyring: Keyring | None) -> None:
+        """Read the notes to embed through ``keyring``: the memory store's, the one object
+        that opens them (``Recall`` hands it over; the memory store owns and closes it). A
+        sealed database without it is refused here, loudly: its notes would be sealed text
+        that never matches a digest, and recall would silently find nothing."""
+        if keyring is None and self._sealed:
+            raise StorageUnavailable(
+                f"the notebooks in {self.path} are sealed: recall reads their notes through the"
+                " memory store's keys, and this memory store has none. Open the memory store"
+                " with its keys (oh.config.open_memory_store, docs/keys.md) and give it to Recall"
+            )
         self._keyring = keyring
 
     # -- notes ----------------------------------------------------------------------------
@@ -117,6 +129,8 @@ class LibsqlVectorStore(LibsqlDatabase):
                 (notebook_id, after, notebook_id, model_id, limit),
             ).fetchall()
         keyring = self._keyring
+        if keyring is None and self._sealed:
+            self.read_with(None)  # refused: never sealed text passed on as a note
         if keyring is None or not rows:
             return [(name, digest, content) for name, digest, content, _ in rows]
         try:

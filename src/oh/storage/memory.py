@@ -371,6 +371,9 @@ class InMemoryStore(PreparedRemember):
         with self.database.lock:
             return self._row(notebook_id).seal
 
+    def data_key_destroyed(self, notebook_id: str) -> bool:
+        return False  # nothing is sealed here
+
     def kept_answers(self, notebook_id: str) -> list[tuple[Any, ...]]:
         with self.database.lock:
             kept = self.database.answers.get(notebook_id, {})

@@ -83,6 +83,7 @@ __all__ = [
     "open_postgres_memory",
     "open_postgres_purge",
     "roles_sql",
+    "sealing_recorded",
     "translate",
     "translated",
 ]
@@ -1070,3 +1071,16 @@ def open_postgres_memory(url: str, **options: Any) -> PostgresMemoryStore:
 def open_postgres_purge(url: str, **options: Any) -> PostgresPurgeAccess:
     """The purge credential at a ``postgresql://`` URL naming the purge role."""
     return PostgresPurgeAccess(url, **options)
+
+
+def sealing_recorded(url: str) -> bool:
+    """Whether the memory schema at ``url`` records that its notebooks are sealed, read in one
+    read-only transaction (nothing is migrated or written): what a command that would create a
+    master key asks first, since Oh never makes one over sealed data."""
+    psycopg, _ = _psycopg()
+    with translated(), psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET default_transaction_read_only = on")
+        table = conn.execute("SELECT to_regclass('sealing')").fetchone()
+        if table is None or table[0] is None:
+            return False
+        return conn.execute("SELECT 1 FROM sealing").fetchone() is not None

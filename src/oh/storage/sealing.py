@@ -15,13 +15,15 @@ from typing import Any
 
 from oh.core.changes import LogEntry, LoggedChange
 from oh.core.records import StoredRecord
-from oh.errors import AlreadyExists, IntegrityError
+from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
 from oh.keys import SEALED, Keyring, NotebookCipher
 
 __all__ = [
     "ANSWER_SEALED",
+    "LOST_KEYS_FIX",
     "NOTEBOOKS_TO_SEAL",
     "SEALED_MARKER",
+    "check_keys_fit",
     "cipher_for_sealing",
     "is_plain",
     "open_answer_row",
@@ -171,3 +173,45 @@ def seal_answer_fields(cipher: NotebookCipher, answer_id: str, fields: Sequence[
 def _text(value: Any) -> str:
     """A bound value as the seal reads it (a damaged row's non-text value cannot match)."""
     return value if type(value) is str else repr(value)
+
+
+LOST_KEYS_FIX = (
+    " Put the keys directory back (pass --keys DIR if it moved; the master key from its backup)"
+    " and start again: everything reads as before. If keys.db is truly lost, the notes of the"
+    " notebooks open when it was lost can never be read again: move memory.db aside to start"
+    " afresh (docs/keys.md, Losing the key store). Nothing was changed"
+)
+
+
+def check_keys_fit(keyring: Keyring | None, where: str) -> None:
+    """Refuse the sealed memory database ``where`` unless ``keyring`` is its own, before anything
+    is opened for writing: no master key, an empty or replaced key store (it has no record of
+    sealing the database), or a master key other than the one that wrapped its data keys.
+    Opening on with any of them would make new keys for old content, or answer every read
+    ``integrity``: a lost key store stops the host instead, and restoring it restores
+    everything. A notebook that is not forgotten in the database but has no data key is not
+    refused: it was forgotten after this copy was taken (a restored backup) and reads as
+    ``purged``; nothing is written to it."""
+    if keyring is None:
+        raise StorageUnavailable(
+            f"the notebooks in {where} are sealed, and no master key is configured (no"
+            " master.key in the keys directory, and OH_MASTER_KEY is not set)." + LOST_KEYS_FIX
+        )
+    store = keyring.store
+    path = getattr(store, "path", "the key store")
+    if store.marker(SEALED_MARKER) is None:
+        raise StorageUnavailable(
+            f"the notebooks in {where} are sealed, but the key store {path} is not the one they"
+            " were sealed with (it has no record of them: lost, replaced or emptied)."
+            + LOST_KEYS_FIX
+        )
+    known = {key.id for key in (keyring.masters.current, *keyring.masters.others)}
+    foreign = sorted({master_id for _, master_id, _ in store.wrapped()} - known)
+    if foreign:
+        raise StorageUnavailable(
+            f"the data keys in {path} are wrapped by master key {', '.join(foreign)}, but the"
+            f" configured master key is {keyring.masters.current.id}: restore the master key"
+            " that goes with this key store (the keys directory's master.key, or"
+            " OH_MASTER_KEY, from its backup) and start again (docs/keys.md, Losing the master"
+            " key). Nothing was changed"
+        )

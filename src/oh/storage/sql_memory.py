@@ -20,7 +20,7 @@ from oh.core.clock import system_clock, utc_text
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import StoredRecord
 from oh.core.seals import notebook_seal, opened_seal, row_seal
-from oh.errors import IntegrityError, NotFound, StorageUnavailable
+from oh.errors import IntegrityError, NotFound
 from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import PreparedRemember
 from oh.storage.rows import (
@@ -34,6 +34,7 @@ from oh.storage.rows import (
 from oh.storage.sealing import (
     NOTEBOOKS_TO_SEAL,
     SEALED_MARKER,
+    check_keys_fit,
     cipher_for_sealing,
     is_plain,
     open_answer_row,
@@ -118,6 +119,10 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         """The keyring this store seals with (it owns and closes it), or None."""
         return self._keyring
 
+    def data_key_destroyed(self, notebook_id: str) -> bool:
+        keyring = self._keyring
+        return keyring is not None and not keyring.has_key(notebook_id)
+
     def _cipher(self, notebook_id: str) -> NotebookCipher | None:
         """The notebook's cipher, or None when this store seals nothing."""
         keyring = self._keyring
@@ -143,12 +148,9 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         notebook written before keys, then record that the database is sealed."""
         sealed = self._sealing_recorded()
         keyring = self._keyring
+        if sealed:
+            check_keys_fit(keyring, self._where())
         if keyring is None:
-            if sealed:
-                raise StorageUnavailable(
-                    f"the notebooks in {self._where()} are sealed: open it with its master key"
-                    " (OH_MASTER_KEY or the keys directory's master.key, docs/keys.md)"
-                )
             return
         if keyring.store.marker(SEALED_MARKER) is None:
             if self._seal_notebooks(keyring):
