@@ -45,6 +45,7 @@ __all__ = [
     "KEY_FILE",
     "MASTER_KEY_ENV",
     "SEALED",
+    "SEALED_VECTOR",
     "KeyStore",
     "Keyring",
     "MasterKey",
@@ -60,6 +61,7 @@ MASTER_KEY_ENV = "OH_MASTER_KEY"
 KEY_FILE = "master.key"
 NEXT_KEY_FILE = "master.key.next"  # a rotation in progress (``Keyring.rotate``)
 SEALED = "oh1:"  # how sealed text begins; canonical content always begins with "{"
+SEALED_VECTOR = b"ohv1"  # how a sealed recall vector begins (``NotebookCipher.seal_vector``)
 _KEY_TEXT = "ohmk1:"  # how a master key's text form begins
 _KEY_BYTES = 32
 _B64 = base64.b64encode
@@ -333,6 +335,36 @@ class NotebookCipher:
         """The value ``value`` sealed for ``purpose``; ``integrity`` when it does not open."""
         ad = b"oh value\0" + self.notebook_id.encode() + b"\0" + purpose.encode()
         return self._open(sealed, ad, f"a {purpose}")
+
+    def seal_vector(self, vector: bytes, model_id: str, digest: str) -> bytes:
+        """A recall vector sealed, bound to this notebook, its model and the digest it was
+        embedded for: ``SEALED_VECTOR`` and the AES-GCM-SIV ciphertext. Vectors of a note are
+        as telling as its words (a word list recovers a text from its hashing embedding), so
+        they are kept only sealed, and forgetting the notebook makes them unreadable too."""
+        ad = self._vector_ad(model_id, digest)
+        return SEALED_VECTOR + self._aead.encrypt(self._nonce, bytes(vector), ad)
+
+    def open_vector(self, sealed: bytes, model_id: str, digest: str) -> bytes:
+        """The vector ``seal_vector`` sealed; ``integrity`` when it does not open for exactly
+        this notebook, model and digest."""
+        if not bytes(sealed[:4]) == SEALED_VECTOR:
+            raise IntegrityError(f"notebook {self.notebook_id}: a recall vector is not sealed")
+        try:
+            return self._aead.decrypt(
+                self._nonce, bytes(sealed[4:]), self._vector_ad(model_id, digest)
+            )
+        except (InvalidTag, ValueError):
+            raise IntegrityError(
+                f"notebook {self.notebook_id}: a recall vector does not open under its key"
+            ) from None
+
+    def _vector_ad(self, model_id: str, digest: str) -> bytes:
+        return (
+            b"oh vector\0"
+            + self.notebook_id.encode()
+            + b"\0"
+            + f"{len(model_id)}:{model_id}:{digest}".encode()
+        )
 
     def _open(self, sealed: object, ad: bytes, what: str) -> str:
         if type(sealed) is not str or not sealed.startswith(SEALED):

@@ -21,7 +21,14 @@ from typing import Any
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.core.identifiers import check_identifier
 from oh.core.records import Record, check_name
-from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Source, check_reviewable
+from oh.core.reviewed import (
+    Decision,
+    Proposal,
+    ReviewedRecord,
+    Source,
+    check_pending,
+    check_reviewable,
+)
 from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound
 from oh.profiles import Profiles
 from oh.storage.base import KnowledgeStore, MemoryStore
@@ -211,6 +218,7 @@ class Knowledge:
                 raise InvalidArgument("a rejection takes no record")
             rejected = self.store.reject(proposal_id, Decision("reject", owner, at, why))
             return Decided(rejected, None)
+        check_pending(proposal)  # before its text is read: a rejected one has none left
         original = Record.parse(proposal.verified_record())
         final = self._checked(owner, original if record is None else Record.parse(record))
         if final.name != proposal.name:

@@ -63,6 +63,7 @@ from oh.core.identifiers import contains_control
 from oh.core.notebook import STATES, Notebook
 from oh.core.records import kind_of
 from oh.core.reviewed import (
+    DISCARDED,
     Decision,
     Proposal,
     ReviewedRecord,
@@ -593,8 +594,10 @@ def _pack_of(line: dict[str, Any], where: str) -> PackInstall:
 
 def _proposal_of(line: dict[str, Any], where: str) -> Proposal:
     text = (str,)
-    _content_digest(line.get("content"), line.get("digest"), where)
     state = _field(line, "state", text, where)
+    discarded = state == "rejected" and line.get("content") == line.get("digest") == DISCARDED
+    if not discarded:  # a rejected proposal keeps its decision, not its text
+        _content_digest(line.get("content"), line.get("digest"), where)
     if state not in ("pending", "accepted", "rejected"):
         raise InvalidArgument(f"{where}: unknown proposal state {state!r}")
     decision = line.get("decision")

@@ -16,9 +16,10 @@ from oh.core.canonical import canonical_text, check_json, matches_digest, parse_
 from oh.core.changes import Break
 from oh.core.identifiers import check_identifier
 from oh.core.records import Record
-from oh.errors import IntegrityError, InvalidArgument
+from oh.errors import AlreadyExists, IntegrityError, InvalidArgument
 
 __all__ = [
+    "DISCARDED",
     "LOCATOR_KEYS",
     "MAX_PASSAGE",
     "MAX_REASON",
@@ -29,6 +30,7 @@ __all__ = [
     "RevisionChain",
     "Source",
     "accepted_version",
+    "check_pending",
     "check_reviewable",
     "find_conflicts",
     "knowledge_genesis",
@@ -225,6 +227,10 @@ def find_conflicts(
 ProposalState = Literal["pending", "accepted", "rejected"]
 
 
+# What a rejected proposal's content and digest become: the decision stays, the text goes.
+DISCARDED = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Proposal:
     """A proposed reviewed record, with a copy of the note as it was when proposed (so the
@@ -242,6 +248,13 @@ class Proposal:
     note: dict[str, Any] | None = None  # {notebook, name, author, version} when from a note
     decision: Decision | None = None
     revision: int | None = None
+
+    @property
+    def discarded(self) -> bool:
+        """A rejected proposal keeps its decision, not its text: rejecting it emptied its
+        content and digest (``DISCARDED``), so no copy of the database taken afterwards holds
+        what was proposed, and no guess of it can be confirmed."""
+        return self.state == "rejected" and self.content == DISCARDED and self.digest == DISCARDED
 
     def verified_record(self) -> dict[str, Any]:
         """The proposed record's content, after recomputing its digest."""
@@ -395,3 +408,12 @@ def accepted_version(
         "",
     )
     return reviewed, dataclasses.replace(entry, hash=revision_hash(entry))
+
+
+def check_pending(proposal: Proposal) -> None:
+    """``already_exists`` unless ``proposal`` waits for a decision: a decision is made once."""
+    if proposal.state != "pending":
+        raise AlreadyExists(
+            f"proposal {proposal.id} was already decided ({proposal.state})",
+            proposal_id=proposal.id,
+        )

@@ -209,11 +209,16 @@ def _decided(proposal: Proposal, accepted: ReviewedRecord | None = None) -> str:
             f"{time_tag(decision.at)}{revision}<br>Reason: {esc(decision.reason)}</p>"
         )
     )
-    proposed = proposal.verified_record()
-    if accepted is None:
+    if proposal.discarded:
+        body = (
+            '<p class="detail">The proposed text was discarded when it was rejected: the'
+            " decision is kept, the text is in no copy of your knowledge base from then on.</p>"
+        )
+    elif accepted is None:
         # Rejected (or an acceptance whose version cannot be found): what was proposed.
-        body = f'<div class="proposed-record">{_record_body(proposed)}</div>'
+        body = f'<div class="proposed-record">{_record_body(proposal.verified_record())}</div>'
     else:
+        proposed = proposal.verified_record()
         content = accepted.verified_content()
         body = f'<div class="accepted-record">{_record_body(content)}</div>'
         if accepted.digest != proposal.digest:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from oh.knowledge_macs import KnowledgeMacs
-from oh.storage.libsql import LibsqlDatabase
+from oh.storage.libsql import LibsqlDatabase, translated
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 
 __all__ = ["LibsqlKnowledgeStore"]
@@ -30,3 +30,8 @@ class LibsqlKnowledgeStore(LibsqlDatabase, SqlKnowledgeStore):
         except BaseException:
             self.close()
             raise
+
+    def _compact_discarded(self) -> None:
+        # secure_delete overwrote the text in the pages; the WAL's older frames go too.
+        with self._lock, translated():
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()

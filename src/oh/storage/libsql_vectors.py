@@ -2,7 +2,10 @@
 
 ``note_vectors`` is working memory: scoped to one notebook, so forget and purge delete it with
 the notebook's other content. ``reviewed_vectors`` caches the vectors of an owner's reviewed
-records. Vectors are opaque bytes here; ``oh.recall`` decides what they mean.
+records. Vectors are opaque bytes here; ``oh.recall`` decides what they mean. In a sealed
+database (docs/keys.md) a note's vector is kept sealed under its notebook's data key
+(``NotebookCipher.seal_vector``), read through the memory store's keyring, so forgetting the
+notebook makes every copy of it unreadable, as for the note itself.
 
 This store opens its own connection to the memory database, so embedding catch-up in a
 background thread never waits for the tool calls' connection lock (both still share SQLite's
@@ -19,7 +22,7 @@ from typing import Any
 from oh.core.clock import utc_text
 from oh.core.seals import vector_seal
 from oh.errors import IntegrityError, Purged, StorageUnavailable
-from oh.keys import Keyring, NotebookCipher
+from oh.keys import SEALED_VECTOR, Keyring, NotebookCipher
 from oh.storage.libsql import (
     BUSY_WAIT_SECONDS,
     Driver,
@@ -29,6 +32,9 @@ from oh.storage.libsql import (
 )
 
 __all__ = ["VECTOR_TABLES", "LibsqlVectorStore"]
+
+# The key store's marker: this host's note vectors are sealed (plain ones were dropped once).
+VECTORS_SEALED_MARKER = "note_vectors_sealed"
 
 # Notebook-scoped tables of this module; they belong in ``oh.storage.libsql.CONTENT_TABLES``.
 VECTOR_TABLES = ("note_vectors",)
@@ -91,6 +97,24 @@ class LibsqlVectorStore(LibsqlDatabase):
                 " with its keys (oh.config.open_memory_store, docs/keys.md) and give it to Recall"
             )
         self._keyring = keyring
+        if keyring is not None and self._sealed:
+            self._drop_plain_vectors(keyring)
+
+    def _drop_plain_vectors(self, keyring: Keyring) -> None:
+        """Once per key store: drop every note vector of this sealed database that was stored
+        before vectors were sealed (they are derived data: catch-up embeds the notes again,
+        sealed), and checkpoint, so with ``secure_delete`` no plain vector stays in the file or
+        its WAL."""
+        if keyring.store.marker(VECTORS_SEALED_MARKER) is not None:
+            return
+        with self._write() as conn:
+            dropped = conn.execute(
+                "DELETE FROM note_vectors WHERE substr(vector, 1, 4) IS NOT ?", (SEALED_VECTOR,)
+            ).rowcount
+        if dropped:
+            with self._lock, translated():
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        keyring.store.mark(VECTORS_SEALED_MARKER, str(self.path))
 
     # -- notes ----------------------------------------------------------------------------
 
@@ -142,18 +166,32 @@ class LibsqlVectorStore(LibsqlDatabase):
     def note_vectors(
         self, notebook_id: str, model_id: str, digests: Sequence[str]
     ) -> dict[str, bytes]:
-        """The stored vectors of ``digests`` (those that have one)."""
+        """The stored vectors of ``digests`` (those that have one), opened when sealed; one that
+        does not open is left out (embedded again; ``oh verify`` reports it)."""
         with self._read() as conn:
-            return {
-                digest: bytes(vector)
-                for digest, vector in _for_digests(
+            rows = list(
+                _for_digests(
                     conn,
                     "SELECT digest, vector FROM note_vectors"
                     " WHERE notebook_id = ? AND model_id = ?",
                     (notebook_id, model_id),
                     digests,
                 )
-            }
+            )
+        keyring = self._keyring
+        if keyring is None or not rows:
+            return {digest: bytes(vector) for digest, vector in rows}
+        try:
+            cipher = keyring.cipher(notebook_id)
+        except Purged:
+            return {}
+        opened = {}
+        for digest, vector in rows:
+            try:
+                opened[digest] = cipher.open_vector(vector, model_id, digest)
+            except IntegrityError:
+                continue
+        return opened
 
     def put_note_vectors(
         self, notebook_id: str, model_id: str, rows: Sequence[tuple[str, str, bytes]]
@@ -163,6 +201,15 @@ class LibsqlVectorStore(LibsqlDatabase):
         it was being embedded stores nothing; a notebook no longer open is refused by the
         database (``purged``)."""
         stored = 0
+        keyring = self._keyring
+        if keyring is not None:
+            # Sealed under the notebook's data key (``purged`` once it is gone); the seal that
+            # verify checks is over the bytes stored, so it confirms no guessed vector.
+            cipher = keyring.cipher(notebook_id)
+            rows = [
+                (name, digest, cipher.seal_vector(vector, model_id, digest))
+                for name, digest, vector in rows
+            ]
         sealed = [
             (digest, vector, name, vector_seal("note", notebook_id, model_id, digest, vector))
             for name, digest, vector in rows

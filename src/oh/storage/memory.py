@@ -34,11 +34,13 @@ from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import Notebook, check_not_closed
 from oh.core.records import Record, StoredRecord
 from oh.core.reviewed import (
+    DISCARDED,
     Decision,
     Proposal,
     ReviewedRecord,
     Revision,
     accepted_version,
+    check_pending,
     knowledge_genesis,
     pack_revision,
 )
@@ -630,11 +632,7 @@ class InMemoryKnowledgeStore:
 
     def _undecided(self, proposal_id: str) -> Proposal:
         proposal = self.proposal(proposal_id)
-        if proposal.state != "pending":
-            raise AlreadyExists(
-                f"proposal {proposal.id} was already decided ({proposal.state})",
-                proposal_id=proposal.id,
-            )
+        check_pending(proposal)
         return proposal
 
     def _decided(self, proposal: Proposal) -> None:
@@ -676,7 +674,14 @@ class InMemoryKnowledgeStore:
     def reject(self, proposal_id: str, decision: Decision) -> Proposal:
         with self.database.lock:
             proposal = self._undecided(proposal_id)
-            rejected = dataclasses.replace(proposal, state="rejected", decision=decision)
+            # The decision stays, the proposed text goes (``Proposal.discarded``).
+            rejected = dataclasses.replace(
+                proposal,
+                state="rejected",
+                decision=decision,
+                content=DISCARDED,
+                digest=DISCARDED,
+            )
             self._decided(rejected)
             return self.proposal(proposal_id)
 

@@ -25,11 +25,13 @@ from typing import Any, Self
 from oh.core.canonical import canonical_text
 from oh.core.records import Record
 from oh.core.reviewed import (
+    DISCARDED,
     Decision,
     Proposal,
     ReviewedRecord,
     Revision,
     accepted_version,
+    check_pending,
     knowledge_genesis,
     pack_revision,
 )
@@ -77,14 +79,7 @@ _ADD_PROPOSAL_MAC = _INSERT_PROPOSAL_MAC + _PENDING_CONFLICT
 _STATE, _DECISION, _DECIDED_AT = (
     PROPOSAL.columns.index(c) for c in ("state", "decision", "revision")
 )
-
-
-def _check_pending(proposal: Proposal) -> None:
-    if proposal.state != "pending":
-        raise AlreadyExists(
-            f"proposal {proposal.id} was already decided ({proposal.state})",
-            proposal_id=proposal.id,
-        )
+_CONTENT, _DIGEST = (PROPOSAL.columns.index(c) for c in ("content", "digest"))
 
 
 class SqlKnowledgeStore(SqlDatabase):
@@ -119,8 +114,43 @@ class SqlKnowledgeStore(SqlDatabase):
         this host's key store, every row written before (one without a MAC) is MACed, in one
         transaction, and the marker set; never again after that (``oh.knowledge_macs``)."""
         self.macs = macs
-        if macs is None or macs.marked():
-            return
+        if macs is not None and not macs.marked():
+            self._mac_unmaced(macs)
+        self._discard_rejected_text()
+
+    def _discard_rejected_text(self) -> None:
+        """Empty the text of every proposal rejected before rejecting did it (``DISCARDED``),
+        with its MAC recomputed when this store writes MACs; a row whose MAC does not hold is
+        left as it is, for ``verify`` to report. Then ``_compact_discarded``."""
+        macs = self.macs
+        with self._write() as conn:
+            rows = conn.execute(
+                f"SELECT {self._with_mac(PROPOSAL_COLUMNS)} FROM proposals"
+                " WHERE state = 'rejected' AND (content <> '' OR digest <> '')"
+            ).fetchall()
+            for row in rows:
+                values = list(row if macs is None else row[:-1])
+                if macs is not None and macs.problem(PROPOSAL, values, row[-1]) is not None:
+                    continue
+                values[_CONTENT], values[_DIGEST] = DISCARDED, DISCARDED
+                if macs is None:
+                    conn.execute(
+                        "UPDATE proposals SET content = ?, digest = ? WHERE id = ?",
+                        (DISCARDED, DISCARDED, values[0]),
+                    )
+                else:
+                    conn.execute(
+                        "UPDATE proposals SET content = ?, digest = ?, mac = ? WHERE id = ?",
+                        (DISCARDED, DISCARDED, macs.mac(PROPOSAL, values), values[0]),
+                    )
+        if rows:
+            self._compact_discarded()
+
+    def _compact_discarded(self) -> None:
+        """Make discarded text leave the database's files where the backend can (the embedded
+        one checkpoints its WAL; its pages were overwritten by ``secure_delete``)."""
+
+    def _mac_unmaced(self, macs: KnowledgeMacs) -> None:
         with self._write() as conn:
             for kind in KINDS:
                 rows = conn.execute(
@@ -333,19 +363,24 @@ class SqlKnowledgeStore(SqlDatabase):
         """Record the decision on the proposal ``row`` (as ``_proposal_row`` read it), with the
         decided row's MAC in the same statement."""
         text = canonical_text(decision.to_json())
+        # Rejected: the decision stays, the proposed text goes (``Proposal.discarded``).
+        content, digest = (
+            (DISCARDED, DISCARDED) if state == "rejected" else (row[_CONTENT], row[_DIGEST])
+        )
         if self.macs is None:
             conn.execute(
-                "UPDATE proposals SET state = ?, decision = ?, revision = ?"
-                " WHERE id = ? AND state = 'pending'",
-                (state, text, revision, row[0]),
+                "UPDATE proposals SET state = ?, decision = ?, revision = ?, content = ?,"
+                " digest = ? WHERE id = ? AND state = 'pending'",
+                (state, text, revision, content, digest, row[0]),
             )
             return
         decided = list(row[:-1])
         decided[_STATE], decided[_DECISION], decided[_DECIDED_AT] = state, text, revision
+        decided[_CONTENT], decided[_DIGEST] = content, digest
         conn.execute(
-            "UPDATE proposals SET state = ?, decision = ?, revision = ?, mac = ?"
-            " WHERE id = ? AND state = 'pending'",
-            (state, text, revision, self.macs.mac(PROPOSAL, decided), row[0]),
+            "UPDATE proposals SET state = ?, decision = ?, revision = ?, content = ?, digest = ?,"
+            " mac = ? WHERE id = ? AND state = 'pending'",
+            (state, text, revision, content, digest, self.macs.mac(PROPOSAL, decided), row[0]),
         )
 
     def _insert(self, conn: Connection, plain: str, maced: str, kind: RowKind, values: Any) -> None:
@@ -371,7 +406,7 @@ class SqlKnowledgeStore(SqlDatabase):
             # Lock order: the proposal, then the owner's knowledge base (see above).
             row = self._proposal_row(conn, proposal_id, lock=True)
             proposal = proposal_from_row(row)
-            _check_pending(proposal)
+            check_pending(proposal)
             owner = proposal.owner
             latest, head = self._lock_knowledge_base(conn, owner)
             revision = latest + 1
@@ -408,9 +443,11 @@ class SqlKnowledgeStore(SqlDatabase):
     def reject(self, proposal_id: str, decision: Decision) -> Proposal:
         with self._write() as conn:
             row = self._proposal_row(conn, proposal_id, lock=True)
-            _check_pending(proposal_from_row(row))
+            check_pending(proposal_from_row(row))
             self._decide(conn, row, "rejected", decision, None)
-            return self._proposal(conn, proposal_id)
+            rejected = self._proposal(conn, proposal_id)
+        self._compact_discarded()
+        return rejected
 
     # -- history --------------------------------------------------------------------------
 

@@ -552,6 +552,9 @@ class ReviewConformance:
         assert kept.state == "rejected"
         assert kept.decision is not None
         assert (kept.decision.decision, kept.decision.reason) == ("reject", "no evidence")
+        # The decision stays, the text goes (docs/design.md, "Proposals").
+        assert kept.discarded and (kept.content, kept.digest) == ("", "")
+        assert (kept.name, kept.source) == ("finding:a", proposal.source)
 
     @pytest.mark.parametrize("first", ["accept", "reject"])
     @pytest.mark.parametrize("second", ["accept", "reject"])
