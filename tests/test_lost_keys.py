@@ -22,7 +22,7 @@ import pytest
 
 from oh.keys import KEY_FILE, MASTER_KEY_ENV, MasterKey, write_master_key
 from oh.storage.key_store import KEY_STORE_FILE
-from oh.testing.served import Served, free_port, oh_command
+from oh.testing.served import Served, free_port, oh_command, remember_over_http
 
 NOTE = "zlostkeys tide gauge reads 4.2 m"
 
@@ -46,17 +46,9 @@ def written(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     with Served(data) as served:
         owner = served.owner_token("ann")
         opened = served.open_notebook("ann", "reef.pdf", "run-1")
-        answer = httpx.post(
-            f"{served.url}/v1/notebooks/{opened['notebook']['id']}/tools/remember",
-            headers={"Authorization": f"Bearer {opened['agent_token']}"},
-            json={
-                "based_on": 0,
-                "request_id": "r-1",
-                "changes": [{"op": "add", "record": {"name": "finding:gauge", "text": NOTE}}],
-            },
-            timeout=30,
+        remember_over_http(
+            served.url, opened["agent_token"], opened["notebook"]["id"], "finding:gauge", NOTE
         )
-        assert answer.status_code == 200, answer.text
     return {
         "data": data,
         "keys": root / "data-keys",

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from oh.testing.served import free_port
+from oh.testing.served import free_port, remember_over_http
 
 OH = Path(sys.executable).parent / "oh"  # the console script this venv installed
 FAKETIME = next(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"), Path("/nonexistent"))
@@ -60,6 +60,24 @@ def _oh(cwd: Path, env: dict[str, str], *args: str) -> str:
     return done.stdout
 
 
+def _serving(argv: list[str], env: dict[str, str], cwd: Path | None = None) -> Any:
+    """``oh serve`` as a child whose banner (6 lines) has been read: ``(process, banner)``."""
+    server = subprocess.Popen(
+        [str(OH), "serve", *argv],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    return server, [server.stdout.readline() for _ in range(6)]
+
+
+def _users_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("OH_")}
+
+
 def _every_file_holds(root: Path, text: str) -> list[str]:
     needle = text.encode()
     return [str(p) for p in root.rglob("*") if p.is_file() and needle in p.read_bytes()]
@@ -85,17 +103,8 @@ def test_a_default_oh_serve_forgets_an_expired_notebook_within_two_purge_periods
     clock.write_text("+0\n")
     env = _env(clock)
     port = free_port()
-    server = subprocess.Popen(
-        [str(OH), "serve", "--port", str(port)],
-        cwd=home,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server, banner = _serving(["--port", str(port)], env, cwd=home)
     try:
-        assert server.stdout is not None
-        banner = [server.stdout.readline() for _ in range(6)]
         assert "serving memory from" in banner[0], banner
         assert any("Purge      every 60 s" in line for line in banner), banner
         url = f"http://127.0.0.1:{port}"
@@ -107,17 +116,7 @@ def test_a_default_oh_serve_forgets_an_expired_notebook_within_two_purge_periods
         opening = ["--owner", "you", "--document", "trial-protocol", "--run", "run-1"]
         opened = json.loads(_oh(home, env, "notebook", "open", *opening, "--url", url, "--json"))
         notebook_id, agent = opened["notebook"]["id"], opened["agent_token"]
-        written = httpx.post(
-            f"{url}/v1/notebooks/{notebook_id}/tools/remember",
-            headers={"Authorization": f"Bearer {agent}"},
-            json={
-                "based_on": 0,
-                "request_id": "r-1",
-                "changes": [{"op": "add", "record": {"name": "finding:status", "text": MARK}}],
-            },
-            timeout=30,
-        )
-        assert written.status_code == 200, written.text
+        remember_over_http(url, agent, notebook_id, "finding:status", MARK)
         assert _state(url, owner, notebook_id)["state"] == "open"
 
         clock.write_text(f"{ahead}\n")  # the server's clock, and its purge process's, jump
@@ -145,16 +144,9 @@ def test_a_default_oh_serve_forgets_an_expired_notebook_within_two_purge_periods
 
 def test_no_purge_runs_no_worker_and_the_banner_says_so(tmp_path: Path) -> None:
     port = free_port()
-    server = subprocess.Popen(
-        [str(OH), "serve", "--data", str(tmp_path / "d"), "--port", str(port), "--no-purge"],
-        env={k: v for k, v in os.environ.items() if not k.startswith("OH_")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    argv = ["--data", str(tmp_path / "d"), "--port", str(port), "--no-purge"]
+    server, banner = _serving(argv, _users_env())
     try:
-        assert server.stdout is not None
-        banner = [server.stdout.readline() for _ in range(6)]
         assert any("Purge      off (--no-purge)" in line for line in banner), banner
         health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json()
         assert "purge" not in health
@@ -169,16 +161,8 @@ def test_no_purge_runs_no_worker_and_the_banner_says_so(tmp_path: Path) -> None:
 
 def test_the_purge_worker_stops_with_the_server(tmp_path: Path) -> None:
     port = free_port()
-    server = subprocess.Popen(
-        [str(OH), "serve", "--data", str(tmp_path / "d"), "--port", str(port)],
-        env={k: v for k, v in os.environ.items() if not k.startswith("OH_")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    server, _ = _serving(["--data", str(tmp_path / "d"), "--port", str(port)], _users_env())
     try:
-        assert server.stdout is not None
-        [server.stdout.readline() for _ in range(6)]
         deadline = time.monotonic() + 60
         while True:  # the worker's first pass lands in /healthz
             last = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json()["purge"]

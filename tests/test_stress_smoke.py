@@ -41,6 +41,11 @@ def test_a_backup_taken_while_open_cannot_be_opened_once_forgotten() -> None:
     assert summary["forgotten_notebooks"] == 6 and summary["tries"] > 0
     assert summary["opened"] == 0 and summary["bytes_found"] == 0
     assert summary["refused_by_the_store"] == 6 and summary["kept_still_read"] == 3
+    # The other copies: recall vectors, rejected proposals, keys with a reader holding the store.
+    assert summary["vector_tries"] > 0 and summary["vectors_opened"] == 0
+    assert summary["plain_vectors"] == 0 and summary["words_recovered"] == 0
+    assert summary["proposals_rejected"] == 6
+    assert summary["forgets_with_a_reader"] == 6 and summary["keys_left_with_a_reader"] == 0
 
 
 def test_a_base_backup_and_the_wal_archive_of_postgres_cannot_be_opened_once_forgotten() -> None:
@@ -53,6 +58,7 @@ def test_a_base_backup_and_the_wal_archive_of_postgres_cannot_be_opened_once_for
     assert summary["backend"] == "postgres" and summary["tries"] > 0
     assert summary["opened"] == 0 and summary["bytes_found"] == 0
     assert summary["refused_by_the_store"] == 6 and summary["kept_still_read"] == 3
+    assert summary["proposals_rejected"] == 6 and summary["keys_left_with_a_reader"] == 0
 
 
 def test_forgeries_of_reviewed_knowledge_are_never_served_with_keys() -> None:

@@ -162,3 +162,22 @@ class Served:
         traceback: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def remember_over_http(url: str, agent_token: str, notebook_id: str, name: str, text: str) -> None:
+    """One note written as an agent writes it, first in its notebook (``based_on`` 0)."""
+    body = {
+        "based_on": 0,
+        "request_id": "r-1",
+        "changes": [{"op": "add", "record": {"name": name, "text": text}}],
+    }
+    request = urllib.request.Request(  # noqa: S310 (a local test server)
+        f"{url}/v1/notebooks/{notebook_id}/tools/remember",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {agent_token}", "Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(request, timeout=30) as answer:  # noqa: S310
+        result = json.loads(answer.read())
+    if result.get("status") != "applied":
+        raise RuntimeError(f"remember was not applied: {result}")
