@@ -9,7 +9,8 @@ directory outside the checkout, so nothing is imported from ``src/``:
 It checks that Oh is imported from that environment, that both archives carry the package data,
 that a new data directory is migrated to every shipped migration, and then drives that
 environment's ``oh``: ``oh serve``, an owner token, a document, a notebook, a tool call over
-HTTP and over MCP (the official client), the Memory panel, a shipped pack, ``oh verify``. Each
+HTTP and over MCP (the official client), the Memory panel, the purge worker beside the server
+and notes sealed at rest (the library host too), a shipped pack, ``oh verify``. Each
 check prints one line; the first failure ends the run with status 1.
 """
 
@@ -209,6 +210,44 @@ class Smoke:
             check(style.status == 200 and len(style.read()) > 100, "panel.css is not served")
         return "signed in with the owner token; both notes on the page; its stylesheet served"
 
+    def forgets_and_seals_by_default(self, served: Any) -> str:
+        """The default path keeps its promises: the purge worker runs beside the server (its
+        first pass in /healthz), the notes are sealed at rest, and a library host made from
+        this install seals too, making its master key beside its data."""
+        deadline = time.monotonic() + 60
+        while True:
+            with urllib.request.urlopen(f"{served.url}/healthz", timeout=30) as answer:  # noqa: S310
+                purge = json.loads(answer.read()).get("purge") or {}
+            if purge.get("last_pass") is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        check(purge.get("every") == 60, f"/healthz purge: {purge}")
+        check((purge.get("last_pass") or {}).get("event") == "purge_pass", f"purge: {purge}")
+        plain = [
+            path.name
+            for path in self.data.iterdir()
+            if path.is_file() and b"Written over HTTP." in path.read_bytes()
+        ]
+        check(plain == [], f"note text in plain text in {plain}")
+        library = self.work / "library-data"
+        done = subprocess.run(  # noqa: S603 (this interpreter, a fixed program)
+            [
+                sys.executable,
+                "-c",
+                "import sys; from pathlib import Path; from oh.config import Locations,"
+                " close_host, open_host; close_host(open_host(Locations(Path(sys.argv[1]))))",
+                str(library),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        check(done.returncode == 0, f"open_host: {done.stderr}")
+        key = self.work / "library-data-keys" / "master.key"
+        check(key.is_file() and "created the master key" in done.stderr, f"library: {done.stderr}")
+        return "purge every 60 s, first pass in /healthz; no note text at rest; library seals"
+
     def shipped_pack(self) -> str:
         shipped = sorted(
             entry.name.removesuffix(".json")
@@ -244,6 +283,9 @@ class Smoke:
             self.step("a tool call over HTTP", lambda: self.tool_call_over_http(served))
             self.step("a tool call over MCP", lambda: self.tool_call_over_mcp(served))
             self.step("the Memory panel", lambda: self.memory_panel(served))
+            self.step(
+                "forgets and seals by default", lambda: self.forgets_and_seals_by_default(served)
+            )
             self.step("a shipped pack", self.shipped_pack)
         except BaseException:
             print(f"--- oh serve's output:\n{served.output()}", file=sys.stderr)
