@@ -190,3 +190,38 @@ def _zombie(pid: str) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
     except OSError:
         return True
+
+
+def test_on_postgres_the_purge_worker_runs_with_the_purge_role(tmp_path: Path) -> None:
+    """Both databases on PostgreSQL, the purge worker given the purge role's URL (a credential
+    that can delete expired notebooks and nothing else, tests/test_postgres_purge_role.py):
+    its passes run, and /healthz shows them. (The clock cannot be moved here: the purge role
+    takes "now" from the worker but never more than a minute ahead of the database's own
+    clock, which libfaketime does not reach, by design.)"""
+    from oh.testing.postgres_cluster import find_binaries, fresh_schema, shared_cluster
+
+    if find_binaries() is None:
+        pytest.skip("PostgreSQL server binaries are not installed")
+    with fresh_schema(shared_cluster()) as schema:
+        env = _users_env() | {
+            "OH_MEMORY_URL": schema.url(),
+            "OH_KNOWLEDGE_URL": schema.url(),
+            "OH_KEYS": str(tmp_path / "keys"),
+            "OH_PURGE_URL": schema.purge_url,
+        }
+        port = free_port()
+        server, banner = _serving(["--port", str(port)], env, cwd=tmp_path)
+        try:
+            assert any("Purge      every 60 s" in line for line in banner), banner
+            deadline = time.monotonic() + 60
+            while True:
+                health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30).json()
+                last = health["purge"]["last_pass"]
+                if last is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
+            assert last is not None and last["event"] == "purge_pass", health
+        finally:
+            server.terminate()
+            _, log = server.communicate(timeout=30)
+        assert "purge pass failed" not in log and "purge worker ended" not in log, log

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -47,22 +48,18 @@ class PurgeWorker:
     def __init__(
         self,
         command: Sequence[str],
-        location_flags: Sequence[str],
+        locations: Mapping[str, str],
         every: float,
         status_file: Path,
         log: IO[str] | None = None,
     ) -> None:
+        """``locations``: the child's ``OH_DATA``, ``OH_KEYS``, ``OH_MEMORY_URL`` ... values,
+        passed in its environment, not its arguments: a database URL may hold a password,
+        which the process list shows to every user of the machine."""
         self.every = every
         self.status_file = status_file
-        self._argv = [
-            *command,
-            "purge",
-            "--every",
-            f"{every:g}",
-            "--status-file",
-            str(status_file),
-            *location_flags,
-        ]
+        self._argv = [*command, "purge", "--every", f"{every:g}", "--status-file", str(status_file)]
+        self._env = {**os.environ, **locations}
         self._log = log
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -82,6 +79,7 @@ class PurgeWorker:
                 return None
             self._process = subprocess.Popen(  # noqa: S603 (this same oh, its own flags)
                 self._argv,
+                env=self._env,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

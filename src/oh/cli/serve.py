@@ -21,7 +21,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -105,18 +105,43 @@ def _purge_arguments(command: argparse.ArgumentParser) -> None:
         action="store_true",
         help="run no purge worker: for deployments that run oh purge --every elsewhere",
     )
+    command.add_argument(
+        "--purge-url",
+        metavar="URL",
+        default=None,
+        help="the memory database the purge worker connects to (env OH_PURGE_URL; on"
+        " PostgreSQL, the purge role's URL; default the memory database itself)",
+    )
 
 
 def _purge_worker(args: argparse.Namespace, locations: Locations) -> PurgeWorker | None:
     """The purge worker a serving command starts, or None with ``--no-purge``."""
     if getattr(args, "no_purge", False):
         return None
+    purge_url = getattr(args, "purge_url", None) or os.environ.get("OH_PURGE_URL") or None
+    if purge_url is not None:
+        # On PostgreSQL the purge role's URL: a credential that can delete expired notebooks
+        # and nothing else (the embedded backend's purge connection is restricted anyway).
+        locations = replace(locations, memory_url=purge_url)
     return PurgeWorker(
         this_oh(),
-        location_flags(locations),
+        _child_environment(locations),
         getattr(args, "purge_every", DEFAULT_PURGE_EVERY),
         locations.keys_path() / PURGE_STATUS_FILE,
     )
+
+
+def _child_environment(locations: Locations) -> dict[str, str]:
+    """The locations as a child ``oh`` reads them from its environment, absolute, unmasked."""
+    env = {"OH_DATA": str(locations.data_dir.resolve())}
+    env["OH_KEYS"] = str(locations.keys_path().resolve())
+    for name, url, path in (
+        ("OH_MEMORY_URL", locations.memory_url, locations.memory_path),
+        ("OH_KNOWLEDGE_URL", locations.knowledge_url, locations.knowledge_path),
+    ):
+        if url is not None:
+            env[name] = url if is_postgres_url(url) else str(path().resolve())
+    return env
 
 
 def _recall_arguments(command: argparse.ArgumentParser) -> None:
