@@ -121,6 +121,11 @@ def test_a_vector_store_over_sealed_notes_without_their_keys_is_refused(tmp_path
             vectors.read_with(None)
         with pytest.raises(StorageUnavailable, match="sealed"):
             vectors.pending_notes(notebook_id, "any-model", 10)
+        # Nor is a plain vector ever written beside sealed ones, nor a stored one read as plain.
+        with pytest.raises(StorageUnavailable, match="sealed"):
+            vectors.put_note_vectors(notebook_id, "any-model", [("lead:tide-gauge", "d", b"v")])
+        with pytest.raises(StorageUnavailable, match="sealed"):
+            vectors.note_vectors(notebook_id, "any-model", ["d"])
     finally:
         vectors.close()
 

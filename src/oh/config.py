@@ -86,6 +86,7 @@ __all__ = [
     "is_postgres_url",
     "key_status",
     "knowledge_macs",
+    "masked_url",
     "memory_keyring",
     "open_agent_host",
     "open_host",
@@ -267,7 +268,7 @@ def sealed_memory(locations: Locations) -> str | None:
         from oh.storage.postgres import sealing_recorded
 
         url = str(locations.memory_url)
-        return _shown_url(url) if sealing_recorded(url) else None
+        return masked_url(url) if sealing_recorded(url) else None
     try:
         path = _embedded_path(locations.memory_url, locations.data_dir / "memory.db", False)
     except NotFound:
@@ -285,11 +286,13 @@ def sealed_memory(locations: Locations) -> str | None:
     return str(path) if row is not None else None
 
 
-def _shown_url(url: str) -> str:
+def masked_url(url: str) -> str:
+    """A database URL as Oh shows it (banners, messages, logs): its password as ``***``."""
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    return urlunsplit(parts._replace(netloc=parts.netloc.replace(f":{parts.password}@", ":***@")))
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _existing_key_store(locations: Locations) -> Path:

@@ -322,20 +322,6 @@ class NotebookCipher:
         ad = self._answer + f"{len(answer_id)}:{answer_id}:{column}".encode()
         return self._open(sealed, ad, f"answer {answer_id!r} ({column})")
 
-    def value(self, text: str, purpose: str) -> str:
-        """A short value kept at rest in a form only this notebook's key opens (a note's name,
-        kind or digest, a request id, a vector's digest), sealed deterministically: the same
-        value and ``purpose`` always seal to the same text, so the database still finds rows by
-        equality without ever holding the value. ``purpose`` names the column (``"name"``,
-        ``"digest"`` ...): the same value sealed for two columns gives two unrelated texts."""
-        ad = b"oh value\0" + self.notebook_id.encode() + b"\0" + purpose.encode()
-        return SEALED + _B64(self._aead.encrypt(self._nonce, text.encode(), ad)).decode("ascii")
-
-    def plain(self, sealed: object, purpose: str) -> str:
-        """The value ``value`` sealed for ``purpose``; ``integrity`` when it does not open."""
-        ad = b"oh value\0" + self.notebook_id.encode() + b"\0" + purpose.encode()
-        return self._open(sealed, ad, f"a {purpose}")
-
     def seal_vector(self, vector: bytes, model_id: str, digest: str) -> bytes:
         """A recall vector sealed, bound to this notebook, its model and the digest it was
         embedded for: ``SEALED_VECTOR`` and the AES-GCM-SIV ciphertext. Vectors of a note are
@@ -347,7 +333,7 @@ class NotebookCipher:
     def open_vector(self, sealed: bytes, model_id: str, digest: str) -> bytes:
         """The vector ``seal_vector`` sealed; ``integrity`` when it does not open for exactly
         this notebook, model and digest."""
-        if not bytes(sealed[:4]) == SEALED_VECTOR:
+        if bytes(sealed[:4]) != SEALED_VECTOR:
             raise IntegrityError(f"notebook {self.notebook_id}: a recall vector is not sealed")
         try:
             return self._aead.decrypt(

@@ -757,9 +757,6 @@ class ImportReport:
     proposals: int = 0
     skipped: list[str] = field(default_factory=list)
     sealed_under: str | None = None  # the master key's id, for a sealed export
-    # Notebooks left out of a whole export because their data key is gone: forgotten after
-    # this copy of the database was taken (a restored backup); their rows can never be read.
-    forgotten: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from oh.cli.options import parse_every, read_locations
 from oh.config import open_purge_access
+from oh.core.clock import utc_text
 from oh.errors import OhError
 from oh.notebooks import purge_expired, write_purge_status
 from oh.storage.base import OPENING_GRACE_FLOOR
@@ -81,7 +82,7 @@ def cmd_purge(args: argparse.Namespace) -> int:
                 if args.every is None:
                     raise
                 # A scheduled worker outlives a passing fault; it says so and tries again.
-                line = {"event": "purge_failed", "at": _now(), **exc.to_json()}
+                line = {"event": "purge_failed", "at": utc_text(datetime.now(UTC)), **exc.to_json()}
             print(json.dumps(line), flush=True)
             if status is not None:
                 write_purge_status(status, {"every": args.every, **line})
@@ -92,7 +93,3 @@ def cmd_purge(args: argparse.Namespace) -> int:
     if args.every is not None:
         print(json.dumps({"event": "purge_stopped"}), flush=True)
     return 0
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")

@@ -24,7 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from oh._version import __version__
 from oh.cli.keys import warn_created
@@ -35,6 +34,7 @@ from oh.config import (
     RecallConfig,
     close_host,
     is_postgres_url,
+    masked_url,
     open_agent_host,
     open_host,
     start_master_key,
@@ -438,13 +438,7 @@ def location_flags(locations: Locations) -> list[str]:
 def _shown(url: str, path: Callable[[], Path]) -> str:
     """A database URL as the banner shows it: an embedded one as its absolute path, a
     PostgreSQL one with its password masked (the banner ends up in logs)."""
-    if not is_postgres_url(url):
-        return str(path().resolve())
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
+    return masked_url(url) if is_postgres_url(url) else str(path().resolve())
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -129,7 +129,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             file=sys.stderr,
             flush=True,
         )
-    for notebook_id in getattr(report, "forgotten", ()):
+    for notebook_id in report.forgotten:
         print(
             f"oh export: {notebook_id}: purged: no data key (forgotten); not exported",
             file=sys.stderr,

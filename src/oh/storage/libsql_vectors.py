@@ -90,15 +90,23 @@ class LibsqlVectorStore(LibsqlDatabase):
         that opens them (``Recall`` hands it over; the memory store owns and closes it). A
         sealed database without it is refused here, loudly: its notes would be sealed text
         that never matches a digest, and recall would silently find nothing."""
+        self._keyring = keyring
+        self._keys()
+        if keyring is not None and self._sealed:
+            self._drop_plain_vectors(keyring)
+
+    def _keys(self) -> Keyring | None:
+        """The keyring notes and vectors are sealed with; None on a database that seals
+        nothing; ``storage_unavailable`` on a sealed one this store was given no keys for, so
+        it never reads sealed text as a note nor writes a plain vector beside sealed ones."""
+        keyring = self._keyring
         if keyring is None and self._sealed:
             raise StorageUnavailable(
                 f"the notebooks in {self.path} are sealed: recall reads their notes through the"
                 " memory store's keys, and this memory store has none. Open the memory store"
                 " with its keys (oh.config.open_memory_store, docs/keys.md) and give it to Recall"
             )
-        self._keyring = keyring
-        if keyring is not None and self._sealed:
-            self._drop_plain_vectors(keyring)
+        return keyring
 
     def _drop_plain_vectors(self, keyring: Keyring) -> None:
         """Once per key store: drop every note vector of this sealed database that was stored
@@ -152,9 +160,7 @@ class LibsqlVectorStore(LibsqlDatabase):
                 " AND v.model_id = ? AND v.digest = r.digest) ORDER BY r.name LIMIT ?",
                 (notebook_id, after, notebook_id, model_id, limit),
             ).fetchall()
-        keyring = self._keyring
-        if keyring is None and self._sealed:
-            self.read_with(None)  # refused: never sealed text passed on as a note
+        keyring = self._keys()
         if keyring is None or not rows:
             return [(name, digest, content) for name, digest, content, _ in rows]
         try:
@@ -178,7 +184,7 @@ class LibsqlVectorStore(LibsqlDatabase):
                     digests,
                 )
             )
-        keyring = self._keyring
+        keyring = self._keys()
         if keyring is None or not rows:
             return {digest: bytes(vector) for digest, vector in rows}
         try:
@@ -201,7 +207,7 @@ class LibsqlVectorStore(LibsqlDatabase):
         it was being embedded stores nothing; a notebook no longer open is refused by the
         database (``purged``)."""
         stored = 0
-        keyring = self._keyring
+        keyring = self._keys()
         if keyring is not None:
             # Sealed under the notebook's data key (``purged`` once it is gone); the seal that
             # verify checks is over the bytes stored, so it confirms no guessed vector.

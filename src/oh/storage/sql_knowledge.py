@@ -123,11 +123,15 @@ class SqlKnowledgeStore(SqlDatabase):
         with its MAC recomputed when this store writes MACs; a row whose MAC does not hold is
         left as it is, for ``verify`` to report. Then ``_compact_discarded``."""
         macs = self.macs
+        select = (
+            f"SELECT {self._with_mac(PROPOSAL_COLUMNS)} FROM proposals"
+            " WHERE state = 'rejected' AND (content <> '' OR digest <> '')"
+        )
+        with self._statement() as conn:  # a read: most opens find nothing to do
+            if conn.execute(select).fetchone() is None:
+                return
         with self._write() as conn:
-            rows = conn.execute(
-                f"SELECT {self._with_mac(PROPOSAL_COLUMNS)} FROM proposals"
-                " WHERE state = 'rejected' AND (content <> '' OR digest <> '')"
-            ).fetchall()
+            rows = conn.execute(select).fetchall()
             for row in rows:
                 values = list(row if macs is None else row[:-1])
                 if macs is not None and macs.problem(PROPOSAL, values, row[-1]) is not None:
