@@ -224,11 +224,14 @@ class Smoke:
         check(purge.get("every") == 60, f"/healthz purge: {purge}")
         check((purge.get("last_pass") or {}).get("event") == "purge_pass", f"purge: {purge}")
         plain = [
-            path.name
+            f"{path.name}: {secret!r}"
             for path in self.data.iterdir()
-            if path.is_file() and b"Written over HTTP." in path.read_bytes()
+            if path.is_file()
+            for secret in (b"Written over HTTP.", b"lead:over-http", b"lead:over-mcp")
+            if secret in path.read_bytes()
+            and (secret.startswith(b"Written") or path.name.startswith("memory.db"))
         ]
-        check(plain == [], f"note text in plain text in {plain}")
+        check(plain == [], f"a note's text or name in plain text: {plain}")
         library = self.work / "library-data"
         done = subprocess.run(  # noqa: S603 (this interpreter, a fixed program)
             [
@@ -246,7 +249,9 @@ class Smoke:
         check(done.returncode == 0, f"open_host: {done.stderr}")
         key = self.work / "library-data-keys" / "master.key"
         check(key.is_file() and "created the master key" in done.stderr, f"library: {done.stderr}")
-        return "purge every 60 s, first pass in /healthz; no note text at rest; library seals"
+        return (
+            "purge every 60 s, first pass in /healthz; no note text or name at rest; library seals"
+        )
 
     def shipped_pack(self) -> str:
         shipped = sorted(

@@ -32,8 +32,15 @@ Copies beyond the notes, on the embedded backend (where recall keeps vectors):
 * readers: another process holds read transactions on the key store in a loop during every
   forget and purge; after each, the wrapped data key is in no file of the keys directory.
 
-Not covered here, because this release leaves them readable (docs/keys.md): note names and
-kinds, digests and request ids of a forgotten notebook in a backup.
+Values that are not content (names, kinds, digests, request ids, fingerprints, hashes, answer
+ids) are kept as tokens sealed under the notebook's key:
+
+* tokens: every name and digest of a forgotten notebook in a backup is tried with every key
+  left: the count that opens must be 0; the note names are in no memory backup's bytes;
+* guesses: the guesser is given the word list that holds every true note (all the markers,
+  with every name and text shape this run writes) and hashes each guess as Oh digests a note
+  and fingerprints a call; a guess whose digest or fingerprint is in a backup is confirmed:
+  the count must be 0 (on a plain database every note would be).
 
     python stress/backups.py --notebooks 60
     python stress/backups.py --notebooks 30 --postgres
@@ -56,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import common_arguments, report, scratch, seed_of
+from oh.core.changes import fingerprint_and_log, parse_changes
 from oh.errors import IntegrityError, Purged
 from oh.keys import SEALED_VECTOR, Keyring, MasterKey, MasterKeys, NotebookCipher
 from oh.knowledge import Knowledge
@@ -72,6 +80,50 @@ from oh.tools import Caller, Tools
 
 # A sealed value as it is kept: (name, version, digest, content) of a record or logged change.
 Sealed = tuple[str, int, str, str]
+
+
+def guessed_digests(marks: list[str], notes: int) -> dict[str, str]:
+    """Every digest and fingerprint (hex) a guesser computes from the word list ``marks``, with
+    every name and text shape ``fill`` writes, each mapped to its guess."""
+    guessed: dict[str, str] = {}
+    for mark in marks:
+        texts = [f"{mark} " + "reef " * repeat for repeat in (5, 400)] + [mark]
+        for version in range(notes):
+            for name in (f"note:n{version}", f"note:m{version}"):
+                for text in texts:
+                    changes = parse_changes([{"op": "add", "record": {"name": name, "text": text}}])
+                    payload, logged = fingerprint_and_log(version, changes)
+                    guessed[logged[0].digest or ""] = mark
+                    guessed[payload] = mark
+    return guessed
+
+
+_HEX = re.compile(rb"[0-9a-f]{64}")
+
+
+def confirmed(directory: Path, guessed: dict[str, str]) -> int:
+    """How many guesses the files under ``directory`` confirm: their digests found there."""
+    found: set[str] = set()
+    for path in directory.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            found |= {
+                guessed[h]
+                for h in (m.group().decode() for m in _HEX.finditer(data))
+                if h in guessed
+            }
+    return len(found)
+
+
+def names_held(directory: Path) -> int:
+    """How many note names (``note:n…``, ``note:m…``, ``note:k…``) the memory files of a backup
+    hold: a name is a token at rest."""
+    pattern = re.compile(rb"note:[nmk][0-9]")
+    return sum(
+        len(pattern.findall(path.read_bytes()))
+        for path in directory.rglob("*")
+        if path.is_file() and "knowledge" not in path.name
+    )
 
 
 def marker(rng: random.Random) -> str:
@@ -331,6 +383,8 @@ def run(
         recall.vectors.close()  # type: ignore[attr-defined]
     knowledge_store.close()
     vector_tries = vectors_opened = plain_vectors = words_recovered = 0
+    token_tries = tokens_opened = guesses = guesses_confirmed = names_found = 0
+    guessed = guessed_digests(all_marks, args.notes)
     live = Keyring(masters, LibsqlKeyStore(keys))
     ciphers = [
         NotebookCipher(notebook_id, masters.by_id(master_id).unwrap(wrapped, notebook_id))
@@ -338,16 +392,27 @@ def run(
     ]
     for backup in sorted(set(forgotten.values())):
         gone = [notebook_id for notebook_id, held in forgotten.items() if held == backup]
+        guesses += len(guessed)
+        guesses_confirmed += confirmed(backup, guessed)
+        names_found += names_held(backup)
         with backend.restored(backup) as location:
             for notebook_id in gone:
                 for name, version, digest, content in backend.sealed_values(location, notebook_id):
                     for cipher in ciphers:
                         tried += 1
+                        rebound = _rebound(cipher, notebook_id)
                         try:  # the forgotten notebook's binding, under a key that still exists
-                            _rebound(cipher, notebook_id).open(content, name, version, digest)
+                            rebound.open(content, name, version, digest)
                             opened += 1
                         except IntegrityError:
                             pass
+                        for token, column in ((name, "name"), (digest, "digest")):
+                            token_tries += 1
+                            try:
+                                rebound.untoken(token, column)
+                                tokens_opened += 1
+                            except IntegrityError:
+                                pass
                 for model_id, digest, vector in backend.vector_rows(location, notebook_id):
                     plain_vectors += not vector.startswith(SEALED_VECTOR)
                     words_recovered += _words_recovered(vector)
@@ -377,11 +442,15 @@ def run(
     ok = ok and tried > 0 and vectors_opened == 0 and plain_vectors == 0
     ok = ok and words_recovered == 0 and keys_left == 0
     ok = ok and (vector_tries > 0 or not backend.vectors)
+    ok = ok and token_tries > 0 and tokens_opened == 0 and guesses_confirmed == 0
+    ok = ok and names_found == 0
     return {
         "figure": (
             f"opened from backups: {opened} of {tried} tries; vectors opened: {vectors_opened}"
             f" of {vector_tries}; words recovered: {words_recovered}; plain vectors:"
             f" {plain_vectors}; keys left with a reader: {keys_left} of {forgets_checked};"
+            f" tokens opened: {tokens_opened} of {token_tries}; guesses confirmed:"
+            f" {guesses_confirmed} of {len(guessed)} per backup; names held: {names_found};"
             f" bytes found: {found}"
         ),
         "seed": seed,
@@ -399,6 +468,11 @@ def run(
         "plain_vectors": plain_vectors,
         "words_recovered": words_recovered,
         "proposals_rejected": proposals_rejected,
+        "token_tries": token_tries,
+        "tokens_opened": tokens_opened,
+        "guesses": guesses,
+        "guesses_confirmed": guesses_confirmed,
+        "names_held": names_found,
         "forgets_with_a_reader": forgets_checked,
         "keys_left_with_a_reader": keys_left,
         "ok": ok,
@@ -457,12 +531,8 @@ def _words_recovered(stored: bytes) -> int:
 
 def _rebound(cipher: NotebookCipher, notebook_id: str) -> NotebookCipher:
     """The cipher's key, bound as ``notebook_id``'s (an attacker's best try with a live key)."""
-    rebound = NotebookCipher.__new__(NotebookCipher)
-    rebound.notebook_id = notebook_id
+    rebound = NotebookCipher(notebook_id, bytes(32))  # the notebook's bindings, no cache
     rebound._aead = cipher._aead
-    rebound._nonce = NotebookCipher(notebook_id, bytes(32))._nonce
-    rebound._note = NotebookCipher(notebook_id, bytes(32))._note
-    rebound._answer = NotebookCipher(notebook_id, bytes(32))._answer
     return rebound
 
 

@@ -101,3 +101,34 @@ def test_an_opening_grace_below_the_databases_floor_is_refused(tmp_path: Path, g
     assert done.returncode == 2
     assert "--opening-grace" in done.stderr
     assert done.stdout == ""  # refused before any pass
+
+
+def test_a_signal_that_lands_inside_the_wait_never_hangs_the_stop() -> None:
+    """The worker's stop flag is set from the signal handler, which runs in the main thread
+    wherever it is: inside the wait, too. A ``threading.Event`` set there can wait forever for
+    the lock its own ``wait`` holds (a stopped worker once hung so); ``StopFlag`` takes none.
+    Signals are sent as fast as they come, hundreds of them into one wait."""
+    import os
+    import threading
+    import time
+
+    from oh.cli.options import StopFlag
+
+    flag = StopFlag()
+    previous = signal.signal(signal.SIGUSR1, flag.set)
+    try:
+        me = os.getpid()
+
+        def pelt() -> None:
+            for _ in range(500):
+                os.kill(me, signal.SIGUSR1)
+
+        pelting = threading.Thread(target=pelt)
+        started = time.monotonic()
+        pelting.start()
+        assert flag.wait(30)
+        pelting.join(10)
+        assert time.monotonic() - started < 10
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert StopFlag().wait(0.05) is False  # unset, it waits out its time

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from oh.errors import IntegrityError, InvalidArgument
@@ -95,3 +97,55 @@ def test_a_sealed_value_opens_only_where_it_was_sealed() -> None:
     for value in (None, 7, b"oh1:", "{}", "oh1"):
         with pytest.raises(IntegrityError):
             cipher.open(value, "note:a", 3, "d" * 64)
+
+
+def test_a_token_is_the_same_for_the_same_value_and_opens_only_where_it_was_made() -> None:
+    key = bytes(range(32))
+    cipher, again = NotebookCipher("nb_a", key), NotebookCipher("nb_a", key)
+    name = "finding:patient-0042-status"
+    token = cipher.token(name, "name")
+    assert token.startswith(SEALED) and name not in token
+    assert again.token(name, "name") == token  # deterministic: the database compares tokens
+    assert again.untoken(token, "name") == name
+    assert cipher.token(name, "kind") != token  # bound to the column
+    assert NotebookCipher("nb_b", key).token(name, "name") != token  # and to the notebook
+    for wrong in (
+        lambda: NotebookCipher("nb_a", key).untoken(token, "digest"),
+        lambda: NotebookCipher("nb_b", key).untoken(token, "name"),
+        lambda: NotebookCipher("nb_a", bytes(32)).untoken(token, "name"),
+        lambda: NotebookCipher("nb_a", key).untoken(name, "name"),
+        lambda: NotebookCipher("nb_a", key).untoken(None, "name"),
+        lambda: NotebookCipher("nb_a", key).untoken(token.encode(), "name"),
+    ):
+        with pytest.raises(IntegrityError):
+            wrong()
+
+
+def test_a_value_spelled_like_a_token_is_never_taken_for_one() -> None:
+    """Request ids are any text: one spelled like another's token gets its own token, though
+    the cipher remembers both directions of what it made."""
+    cipher = NotebookCipher("nb_a", bytes(range(32)))
+    first = cipher.token("r-1", "request")
+    spelled = cipher.token(first, "request")
+    assert spelled != first and spelled != "r-1"
+    assert cipher.untoken(spelled, "request") == first
+    assert cipher.untoken(first, "request") == "r-1"
+    assert NotebookCipher("nb_a", bytes(range(32))).token(first, "request") == spelled
+
+
+def test_destroying_a_key_empties_what_the_ciphers_remember(tmp_path: Path) -> None:
+    from oh.keys import Keyring
+    from oh.storage.key_store import LibsqlKeyStore
+
+    keyring = Keyring(MasterKeys(MasterKey.generate()), LibsqlKeyStore(tmp_path / "keys.db"))
+    try:
+        cipher = keyring.create("nb_a")
+        token = cipher.token("finding:patient-0042-status", "name")
+        keyring.create("nb_b").token("note:other", "name")
+        assert any("finding:patient-0042-status" in key for key in keyring._values)
+        keyring.destroy(["nb_a"])
+        assert not keyring._values  # no value of a forgotten notebook stays in memory
+        with pytest.raises(IntegrityError):
+            keyring.cipher("nb_b").untoken(token, "name")
+    finally:
+        keyring.close()

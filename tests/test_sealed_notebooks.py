@@ -23,6 +23,7 @@ from oh.storage.key_store import KeyShredder, LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
 from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
 from oh.testing.memory_store import MemoryStoreConformance, add, open_notebook, write
+from oh.testing.tampering import Edit
 from oh.testing.tools import ToolsConformance
 from oh.verify import verify_store
 from test_libsql_store import LibsqlHarness, LibsqlLifecycleHarness
@@ -41,6 +42,22 @@ class Keys:
     def keyring(self) -> Keyring:
         return Keyring(self.masters, LibsqlKeyStore(self.path))
 
+    def tokened(self, edit: Edit) -> Edit:
+        """``edit`` with its plain names, digests, request ids ... as the sealed rows keep them."""
+        keyring = self.keyring()
+        try:
+            return edit.tokened(keyring)
+        finally:
+            keyring.close()
+
+    def token(self, notebook_id: str, value: str, column: str = "name") -> str:
+        """``value`` as the notebook's sealed rows keep it (``NotebookCipher.token``)."""
+        keyring = self.keyring()
+        try:
+            return keyring.cipher(notebook_id).token(value, column)
+        finally:
+            keyring.close()
+
     def holds(self, notebook_id: str) -> bool:
         """Whether the key store holds the notebook's data key."""
         store = LibsqlKeyStore(self.path)
@@ -57,6 +74,9 @@ class SealedHarness(LibsqlHarness):
 
     def open(self) -> LibsqlMemoryStore:
         return LibsqlMemoryStore(self.path, keyring=self.keys.keyring())
+
+    def tamper(self, edit: Edit) -> None:
+        super().tamper(self.keys.tokened(edit))
 
 
 class SealedLifecycleHarness(LibsqlLifecycleHarness):
@@ -79,6 +99,9 @@ class SealedToolsHarness(LibsqlToolsHarness):
 
     def open_memory(self) -> LibsqlMemoryStore:
         return LibsqlMemoryStore(self.memory_path, keyring=self.keys.keyring())
+
+    def tamper_memory(self, edit: Edit) -> None:
+        super().tamper_memory(self.keys.tokened(edit))
 
 
 # Inherited tests whose premise is plain content: they edit a note's text in place with SQL
@@ -252,8 +275,10 @@ def test_forgeries_written_into_the_database_are_never_served(
     genuine = store.record(notebook_id, "note:n0")
     assert genuine is not None
     forged_text = genuine.content.replace(MARK, "the forger's claim")
-    # 1. plain content with its digest recomputed
-    _forge_record(path, notebook_id, "note:n0", forged_text, sha256_hex(forged_text))
+    n0, n1, n2 = (keys.token(notebook_id, f"note:n{i}") for i in range(3))
+    # 1. plain content with its digest recomputed (as a token too: a forger with the key)
+    forged_digest = keys.token(notebook_id, sha256_hex(forged_text), "digest")
+    _forge_record(path, notebook_id, n0, forged_text, forged_digest)
     with pytest.raises(IntegrityError):
         store.record(notebook_id, "note:n0")
     with pytest.raises(IntegrityError):
@@ -261,16 +286,16 @@ def test_forgeries_written_into_the_database_are_never_served(
     # 2. another record's sealed content, with that record's digest
     (other,) = _raw(
         path,
-        "SELECT content, digest FROM records WHERE name = 'note:n1' AND notebook_id = ?",
-        (notebook_id,),
+        "SELECT content, digest FROM records WHERE name = ? AND notebook_id = ?",
+        (n1, notebook_id),
     )
-    _forge_record(path, notebook_id, "note:n0", other[0], other[1])
+    _forge_record(path, notebook_id, n0, other[0], other[1])
     with pytest.raises(IntegrityError):
         store.record(notebook_id, "note:n0")
     # 3. the sealed text with one character changed
-    (mine,) = _raw(path, "SELECT content FROM log WHERE name = 'note:n2'")
+    (mine,) = _raw(path, "SELECT content FROM log WHERE name = ?", (n2,))
     flipped = mine[0][:-3] + ("A" if mine[0][-3] != "A" else "B") + mine[0][-2:]
-    _raw(path, "UPDATE log SET content = ? WHERE name = 'note:n2'", (flipped,))
+    _raw(path, "UPDATE log SET content = ? WHERE name = ?", (flipped, n2))
     problems = verify_store(store).problems
     assert any(p.what == "damaged" and "note:n2" in p.detail for p in problems), problems
     # 4. a whole notebook forged into the database: it has no data key, so nothing is served

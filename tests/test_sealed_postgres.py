@@ -18,6 +18,7 @@ import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,6 +46,7 @@ from oh.testing.postgres_cluster import (
     fresh_schema,
     shared_cluster,
 )
+from oh.testing.tampering import Edit
 from oh.testing.tools import ToolsConformance
 from oh.tools import Caller, Tools
 from oh.verify import verify_store
@@ -70,6 +72,9 @@ class SealedHarness(PostgresHarness):
     def open(self) -> PostgresMemoryStore:
         return PostgresMemoryStore(self.schema.url(), keyring=self.keys.keyring(), max_size=4)
 
+    def tamper(self, edit: Edit) -> None:
+        super().tamper(self.keys.tokened(edit))
+
 
 class SealedLifecycleHarness(PostgresLifecycleHarness):
     def __init__(self, schema: Schema, directory: Path) -> None:
@@ -91,6 +96,9 @@ class SealedToolsHarness(PostgresToolsHarness):
 
     def open_memory(self) -> PostgresMemoryStore:
         return PostgresMemoryStore(self.schema.url(), keyring=self.keys.keyring(), max_size=2)
+
+    def tamper_memory(self, edit: Edit) -> None:
+        super().tamper_memory(self.keys.tokened(edit))
 
 
 # The same inherited tests as on the embedded backend, for the same reason (PLAIN_PREMISE):
@@ -233,8 +241,10 @@ def test_forgeries_written_into_the_database_are_never_served(
     genuine = store.record(notebook_id, "note:n0")
     assert genuine is not None
     forged_text = genuine.content.replace(MARK, "the forger's claim")
-    # 1. plain content with its digest recomputed
-    _forge_record(url, notebook_id, "note:n0", forged_text, sha256_hex(forged_text))
+    n0, n1, n2 = (keys.token(notebook_id, f"note:n{i}") for i in range(3))
+    # 1. plain content with its digest recomputed (as a token too: a forger with the key)
+    forged_digest = keys.token(notebook_id, sha256_hex(forged_text), "digest")
+    _forge_record(url, notebook_id, n0, forged_text, forged_digest)
     with pytest.raises(IntegrityError):
         store.record(notebook_id, "note:n0")
     with pytest.raises(IntegrityError):
@@ -244,16 +254,16 @@ def test_forgeries_written_into_the_database_are_never_served(
     # 2. another record's sealed content, with that record's digest
     ((content, digest),) = run_sql(
         url,
-        "SELECT content, digest FROM records WHERE name = 'note:n1' AND notebook_id = ?",
-        (notebook_id,),
+        "SELECT content, digest FROM records WHERE name = ? AND notebook_id = ?",
+        (n1, notebook_id),
     )
-    _forge_record(url, notebook_id, "note:n0", content, digest)
+    _forge_record(url, notebook_id, n0, content, digest)
     with pytest.raises(IntegrityError):
         store.record(notebook_id, "note:n0")
     # 3. the sealed text with one character changed, in the log
-    ((mine,),) = run_sql(url, "SELECT content FROM log_changes WHERE name = 'note:n2'")
+    ((mine,),) = run_sql(url, "SELECT content FROM log_changes WHERE name = ?", (n2,))
     flipped = mine[:-3] + ("A" if mine[-3] != "A" else "B") + mine[-2:]
-    run_sql(url, "UPDATE log_changes SET content = ? WHERE name = 'note:n2'", (flipped,))
+    run_sql(url, "UPDATE log_changes SET content = ? WHERE name = ?", (flipped, n2))
     with pytest.raises(IntegrityError):
         list(store.log(notebook_id))
     with pytest.raises(IntegrityError):
@@ -551,3 +561,80 @@ def test_a_base_backup_and_the_wal_archive_cannot_be_opened_after_forget(
         archive_and_backup = _every_file(backup, archiving.archive)
         assert any(p.parent.name == "archive" for p in archive_and_backup)
         assert _holding(_every_file(*everywhere), MARK) == []
+
+
+def test_a_database_sealed_before_values_were_tokens_is_converted_once_on_open(
+    schema: Schema, keys: Keys, store: PostgresMemoryStore
+) -> None:
+    """As on the embedded backend (tests/test_sealed_values.py): names, kinds, digests,
+    request ids, fingerprints and hashes kept plain by the release before are made tokens, once,
+    on the first open; reads, the chain and retries across the upgrade are unchanged."""
+    url = schema.url()
+    notebook_id = open_notebook(store)
+    names = [f"finding:patient-{i:04d}" for i in range(3)]
+    write(store, notebook_id, 0, "r-0", add(names[0], MARK), add(names[1], MARK + " 1"))
+    write(store, notebook_id, 1, "r-1", remove(names[0]), add(names[2], MARK + " 2"))
+    before, entries = store.records(notebook_id), list(store.log(notebook_id))
+    cipher = keys.keyring().cipher(notebook_id)
+
+    def plain(value: Any, column: str) -> Any:
+        return None if value is None else cipher.untoken(value, column)
+
+    # The layout of the release before: every value plain, no row in sealed_values.
+    for version, *values in run_sql(
+        url,
+        "SELECT version, request_id, fingerprint, prev_hash, hash FROM log WHERE notebook_id = ?",
+        (notebook_id,),
+    ):
+        columns = ("request", "fingerprint", "hash", "hash")
+        run_sql(
+            url,
+            "UPDATE log SET request_id = ?, fingerprint = ?, prev_hash = ?, hash = ?"
+            " WHERE notebook_id = ? AND version = ?",
+            (*[plain(v, c) for v, c in zip(values, columns, strict=True)], notebook_id, version),
+        )
+    for version, seq, name, digest in run_sql(
+        url,
+        "SELECT version, seq, name, digest FROM log_changes WHERE notebook_id = ?",
+        (notebook_id,),
+    ):
+        run_sql(
+            url,
+            "UPDATE log_changes SET name = ?, digest = ?"
+            " WHERE notebook_id = ? AND version = ? AND seq = ?",
+            (plain(name, "name"), plain(digest, "digest"), notebook_id, version, seq),
+        )
+    for name, kind, digest in run_sql(
+        url, "SELECT name, kind, digest FROM records WHERE notebook_id = ?", (notebook_id,)
+    ):
+        run_sql(
+            url,
+            "UPDATE records SET name = ?, kind = ?, digest = ? WHERE notebook_id = ? AND name = ?",
+            (plain(name, "name"), plain(kind, "kind"), plain(digest, "digest"), notebook_id, name),
+        )
+    ((head,),) = run_sql(url, "SELECT head_hash FROM notebooks WHERE id = ?", (notebook_id,))
+    run_sql(
+        url, "UPDATE notebooks SET head_hash = ? WHERE id = ?", (plain(head, "hash"), notebook_id)
+    )
+    run_sql(url, "DELETE FROM sealed_values")
+    assert run_sql(url, "SELECT count(*) FROM records WHERE name = ?", (names[1],)) == [(1,)]
+    converted = PostgresMemoryStore(url, keyring=keys.keyring(), max_size=2)
+    try:
+        assert run_sql(url, "SELECT count(*) FROM records WHERE name LIKE 'finding:%'") == [(0,)]
+        assert run_sql(url, "SELECT count(*) FROM log_changes WHERE name LIKE 'finding:%'") == [
+            (0,)
+        ]
+        assert converted.records(notebook_id) == before
+        assert list(converted.log(notebook_id)) == entries
+        assert verify_store(converted).ok
+        # a retry from before the upgrade is answered as the original; the chain goes on
+        retried = write(
+            converted, notebook_id, 1, "r-1", remove(names[0]), add(names[2], MARK + " 2")
+        )
+        assert isinstance(retried, Applied) and retried.version == 2
+        following = write(converted, notebook_id, 2, "r-2", add("note:next"))
+        assert isinstance(following, Applied) and following.version == 3
+        assert verify_store(converted).ok
+        assert converted._token_notebooks(keys.keyring()) == 0  # once
+    finally:
+        converted.close()

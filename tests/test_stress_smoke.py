@@ -46,6 +46,10 @@ def test_a_backup_taken_while_open_cannot_be_opened_once_forgotten() -> None:
     assert summary["plain_vectors"] == 0 and summary["words_recovered"] == 0
     assert summary["proposals_rejected"] == 6
     assert summary["forgets_with_a_reader"] == 6 and summary["keys_left_with_a_reader"] == 0
+    # Names, digests and the rest as tokens: none opens, no note name, no guess confirmed.
+    assert summary["token_tries"] > 0 and summary["tokens_opened"] == 0
+    assert summary["guesses"] > 0 and summary["guesses_confirmed"] == 0
+    assert summary["names_held"] == 0
 
 
 def test_a_base_backup_and_the_wal_archive_of_postgres_cannot_be_opened_once_forgotten() -> None:
@@ -59,6 +63,9 @@ def test_a_base_backup_and_the_wal_archive_of_postgres_cannot_be_opened_once_for
     assert summary["opened"] == 0 and summary["bytes_found"] == 0
     assert summary["refused_by_the_store"] == 6 and summary["kept_still_read"] == 3
     assert summary["proposals_rejected"] == 6 and summary["keys_left_with_a_reader"] == 0
+    assert summary["token_tries"] > 0 and summary["tokens_opened"] == 0
+    assert summary["guesses"] > 0 and summary["guesses_confirmed"] == 0
+    assert summary["names_held"] == 0
 
 
 def test_forgeries_of_reviewed_knowledge_are_never_served_with_keys() -> None:

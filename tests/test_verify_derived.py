@@ -398,7 +398,7 @@ def test_a_libsql_database_from_before_seals_verifies_after_upgrading(db: Path) 
         assert whats.count("seal") == 6 and whats.count("vector") == 4
     finally:
         store.close()
-    assert _raw(db, "SELECT max(version) FROM schema_migrations") == [(8,)]
+    assert _raw(db, "SELECT max(version) FROM schema_migrations") == [(9,)]
 
 
 def test_a_postgres_database_from_before_seals_verifies_after_upgrading() -> None:

@@ -34,7 +34,7 @@ import string
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
@@ -283,14 +283,62 @@ class KeyStore(Protocol):
 class NotebookCipher:
     """Seals and opens one notebook's content with its data key."""
 
-    __slots__ = ("_aead", "_answer", "_nonce", "_note", "notebook_id")
+    __slots__ = ("_aead", "_answer", "_nonce", "_note", "_value", "_values", "notebook_id")
 
-    def __init__(self, notebook_id: str, data_key: bytes) -> None:
+    def __init__(
+        self,
+        notebook_id: str,
+        data_key: bytes,
+        values: dict[tuple[Any, ...], str] | None = None,
+    ) -> None:
+        """``values`` is where ``token`` and ``untoken`` remember what they made (the keyring's
+        bounded map, shared by its ciphers and emptied whenever a key is destroyed)."""
         self.notebook_id = notebook_id
         self._aead = AESGCMSIV(data_key)
         self._nonce = hashlib.blake2b(notebook_id.encode(), digest_size=12).digest()
         self._note = b"oh note\0" + notebook_id.encode() + b"\0"
         self._answer = b"oh answer\0" + notebook_id.encode() + b"\0"
+        self._value = b"oh value\0" + notebook_id.encode() + b"\0"
+        self._values: dict[tuple[Any, ...], str] = {} if values is None else values
+
+    def token(self, value: str, column: str, *, keep: bool = True) -> str:
+        """``value`` as a column of this notebook keeps it at rest: sealed deterministically
+        (AES-GCM-SIV under the data key, one nonce per notebook, bound to ``column``), so equal
+        values give equal tokens and the database still finds, joins and compares rows by them,
+        while without the key a token tells nothing of the value, and confirms no guess of it.
+        Names, kinds, digests, request ids, fingerprints, hashes and answer ids are kept so.
+
+        The token and its value are remembered (``keep``) unless the caller knows it will not
+        ask again (a request id, a fingerprint: one per call)."""
+        key = (self.notebook_id, column, value)
+        values = self._values
+        found = values.get(key)
+        if found is not None:
+            return found
+        ad = self._value + column.encode()
+        made = SEALED + _B64(self._aead.encrypt(self._nonce, value.encode(), ad)).decode("ascii")
+        if keep:
+            if len(values) >= _REMEMBERED:
+                values.clear()
+            values[key] = made
+            values[(self.notebook_id, column, made, _OPENED)] = value  # opening it is free
+        return made
+
+    def untoken(self, token: object, column: str) -> str:
+        """The value ``token`` kept; ``integrity`` when it is not a token of this notebook's
+        ``column``."""
+        if type(token) is not str:  # a damaged row's value: it does not open
+            return self._open(token, b"", f"a {column}")
+        key = (self.notebook_id, column, token, _OPENED)
+        values = self._values
+        found = values.get(key)
+        if found is not None:
+            return found
+        value = self._open(token, self._value + column.encode(), f"a {column}")
+        if len(values) >= _REMEMBERED:
+            values.clear()
+        values[key] = value
+        return value
 
     def _note_ad(self, name: str, version: int, digest: str) -> bytes:
         return self._note + f"{len(name)}:{name}:{version}:{digest}".encode()
@@ -386,6 +434,15 @@ _B64_VALUES = {
 _STRAY_BITS = {1: 0x0F, 2: 0x03}
 
 
+# Marks the key of an opened value apart from the key of a made token (a plain value may be
+# spelled like a token: a request id is any text).
+_OPENED = 1
+
+
+# How many tokens and values a keyring's ciphers remember together (then they start afresh).
+_REMEMBERED = 65536
+
+
 class Keyring:
     """The master keys and the key store: makes, opens, destroys and rewraps data keys.
 
@@ -397,13 +454,17 @@ class Keyring:
         self.masters = masters
         self.store = store
         self._ciphers: dict[str, NotebookCipher] = {}
+        # Values the ciphers' ``token`` made and opened, all notebooks together: a read finds a
+        # record by its name's token and opens its digest without a cipher call once seen.
+        # Emptied whenever a key is destroyed, so no value of a forgotten notebook stays.
+        self._values: dict[tuple[Any, ...], str] = {}
 
     def create(self, notebook_id: str) -> NotebookCipher:
         """A new random data key for ``notebook_id``, kept (wrapped) before this returns."""
         data_key = secrets.token_bytes(_KEY_BYTES)
         current = self.masters.current
         self.store.put(notebook_id, current.id, current.wrap(data_key, notebook_id))
-        return self._keep(NotebookCipher(notebook_id, data_key))
+        return self._keep(NotebookCipher(notebook_id, data_key, self._values))
 
     def cipher(self, notebook_id: str) -> NotebookCipher:
         """The notebook's cipher; ``purged`` when its key was destroyed (it was forgotten)."""
@@ -418,7 +479,7 @@ class Keyring:
             )
         master_id, wrapped = found
         data_key = self.masters.by_id(master_id).unwrap(wrapped, notebook_id)
-        return self._keep(NotebookCipher(notebook_id, data_key))
+        return self._keep(NotebookCipher(notebook_id, data_key, self._values))
 
     def has_key(self, notebook_id: str) -> bool:
         return notebook_id in self._ciphers or self.store.get(notebook_id) is not None
@@ -434,6 +495,7 @@ class Keyring:
         ids = list(notebook_ids)
         for notebook_id in ids:
             self._ciphers.pop(notebook_id, None)
+        self._values.clear()
         return self.store.destroy(ids)
 
     def rotate(self, new: WrappingKey) -> int:
@@ -449,4 +511,5 @@ class Keyring:
 
     def close(self) -> None:
         self._ciphers.clear()
+        self._values.clear()
         self.store.close()

@@ -341,7 +341,8 @@ def _check_vectors(
         return
     names = {want[1]: name for name, want in state.items()}
     stale: dict[str, str] = {}  # digest -> model of vectors whose digest is not current
-    for _, model_id, digest, vector, seal in itertools.chain((first,), rows):
+    for row in itertools.chain((first,), rows):
+        model_id, digest, vector, seal = row.model_id, row.digest, row.vector, row.seal
         if (
             type(model_id) is not str
             or type(digest) is not str
@@ -350,7 +351,7 @@ def _check_vectors(
             problem("vector", f"a recall vector holds a value of the wrong type ({digest!r:.40})")
             continue
         label = names.get(digest)
-        if seal != vector_seal("note", notebook_id, model_id, digest, vector):
+        if seal != vector_seal("note", notebook_id, model_id, row.sealed_digest, vector):
             what = label or f"digest {digest[:16]}"
             problem(
                 "vector",
@@ -687,13 +688,21 @@ def _worker_died() -> StorageUnavailable:
 def _stop(pool: ProcessPoolExecutor) -> None:
     """End the pool without waiting for the work in flight: cancel what has not started and
     terminate the workers (``shutdown`` alone would wait for each running run)."""
-    workers = list((getattr(pool, "_processes", None) or {}).values())
+    workers = {worker.pid: worker for worker in (getattr(pool, "_processes", None) or {}).values()}
     pool.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
+    # A worker the pool started meanwhile (it replaces them lazily) is stopped too.
+    workers.update((w.pid, w) for w in (getattr(pool, "_processes", None) or {}).values())
+    for worker in workers.values():
         if worker.is_alive():
             worker.terminate()
-    for worker in workers:
+    for worker in workers.values():
         worker.join(5)
+        if worker.is_alive():  # still starting up, or stuck: SIGKILL cannot be ignored
+            worker.kill()
+            worker.join(5)
+    # The pool's own thread reaps what is left; with every worker ended it returns at once,
+    # so no process of this verify outlives it.
+    pool.shutdown(wait=True)
 
 
 # The worker's own connections, opened by its first task (``_open_worker``, so that a failure to
@@ -758,7 +767,7 @@ def verify_reviewed_vectors(
     digest, by that model, for that owner) and indexes a version its owner's review decided."""
     report = report if report is not None else VerifyReport()
     decided: dict[str, set[str]] = {}
-    for owner, model_id, digest, vector, seal in memory.reviewed_vector_rows():
+    for owner, model_id, digest, vector, seal, _ in memory.reviewed_vector_rows():
         where = f"knowledge:{owner}"
         if (
             type(owner) is not str

@@ -9,6 +9,7 @@ reads them (then the environment, then the defaults) into ``oh.config.Locations`
 from __future__ import annotations
 
 import argparse
+import time
 
 from oh.config import Locations
 
@@ -72,3 +73,35 @@ def process_count(text: str) -> int:
     if not 1 <= count <= MAX_PROCESSES:
         raise ValueError(f"from 1 to {MAX_PROCESSES} processes, not {count}")
     return count
+
+
+class StopFlag:
+    """Set by a SIGTERM or SIGINT handler, waited on by the main thread.
+
+    Not a ``threading.Event``: a signal handler runs in the main thread between two bytecodes,
+    which may be inside ``Event.wait`` while it holds the event's lock, and ``Event.set`` there
+    waits for that lock forever (a stopped ``oh purge --every`` hung so, beside a server that
+    had gone). Setting an attribute takes no lock; ``wait`` sleeps in short slices, which a
+    signal interrupts."""
+
+    SLICE = 0.1  # seconds: the longest a set flag goes unnoticed by ``wait``
+
+    def __init__(self) -> None:
+        self._set = False
+
+    def set(self, _signum: object = None, _frame: object = None) -> None:
+        """Set the flag; usable as the signal handler itself."""
+        self._set = True
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, seconds: float) -> bool:
+        """Wait until the flag is set or ``seconds`` have passed; whether it is set."""
+        deadline = time.monotonic() + seconds
+        while not self._set:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            time.sleep(min(left, self.SLICE))
+        return self._set

@@ -12,11 +12,10 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from oh.cli.options import parse_every, read_locations
+from oh.cli.options import StopFlag, parse_every, read_locations
 from oh.config import open_purge_access
 from oh.core.clock import utc_text
 from oh.errors import OhError
@@ -64,13 +63,9 @@ def parse_grace(text: str) -> float:
 
 def cmd_purge(args: argparse.Namespace) -> int:
     access = open_purge_access(read_locations(args))
-    stop = threading.Event()
-
-    def request_stop(signum: int, _frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, request_stop)
-    signal.signal(signal.SIGINT, request_stop)
+    stop = StopFlag()
+    signal.signal(signal.SIGTERM, stop.set)
+    signal.signal(signal.SIGINT, stop.set)
     grace = timedelta(seconds=args.opening_grace)
     status: Path | None = args.status_file
     try:

@@ -19,7 +19,6 @@ import shutil
 import signal
 import socket
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,7 +26,7 @@ from typing import Any
 
 from oh._version import __version__
 from oh.cli.keys import warn_created
-from oh.cli.options import parse_every, process_count, read_locations
+from oh.cli.options import StopFlag, parse_every, process_count, read_locations
 from oh.cli.purge_worker import DEFAULT_PURGE_EVERY, PURGE_STATUS_FILE, PurgeWorker
 from oh.config import (
     Locations,
@@ -296,12 +295,8 @@ def _supervise(
     while serving is started again; one that cannot start stops them all (exit status 1).
     SIGTERM or SIGINT stops them all."""
     context = multiprocessing.get_context("spawn")
-    stopping = threading.Event()
-
-    def stop(_signum: int, _frame: Any) -> None:
-        stopping.set()
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    stopping = StopFlag()
+    previous = {sig: signal.signal(sig, stopping.set) for sig in (signal.SIGTERM, signal.SIGINT)}
     processes: dict[int, Any] = {}
 
     def start(index: int) -> bool:

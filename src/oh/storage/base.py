@@ -52,13 +52,21 @@ class RecordCheck(NamedTuple):
 class VectorRow(NamedTuple):
     """A stored recall vector as ``verify`` checks it, values exactly as stored (a damaged row
     may hold anything): ``scope`` is the notebook id of a note vector or the owner of a
-    reviewed one; ``seal`` binds the rest (``oh.core.seals.vector_seal``)."""
+    reviewed one; ``seal`` binds the rest (``oh.core.seals.vector_seal``) with the digest as
+    stored, ``kept``. In a sealed database that is the digest's token and ``digest`` is the
+    digest it opens to (the one the notebook's log holds); elsewhere the two are the same."""
 
     scope: Any
     model_id: Any
     digest: Any
     vector: Any
     seal: Any
+    kept: Any = None
+
+    @property
+    def sealed_digest(self) -> Any:
+        """The digest the seal binds: as stored."""
+        return self.digest if self.kept is None else self.kept
 
 
 class MemoryStore(Protocol):
@@ -142,8 +150,9 @@ class MemoryStore(Protocol):
     def record(self, notebook_id: str, name: str) -> StoredRecord | None: ...
 
     def record_checks(self, notebook_id: str, *, page: int = 2000) -> Iterator[RecordCheck]:
-        """A ``RecordCheck`` for each current record, ordered by name, read ``page`` records
-        at a time (each page one snapshot), so memory stays flat however many there are."""
+        """A ``RecordCheck`` for each current record, read ``page`` records at a time (each page
+        one snapshot), so memory stays flat however many there are. In the order the store
+        keeps them: by name, or in a sealed store by their names' tokens."""
         ...
 
     def log(self, notebook_id: str) -> Iterator[LogEntry]:

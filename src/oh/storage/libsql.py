@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -37,7 +37,7 @@ from oh.core.changes import (
 from oh.core.clock import utc_text
 from oh.core.decision import Call, Reuse, Seen, Write, decide
 from oh.core.notebook import check_not_closed
-from oh.core.records import StoredRecord, kind_of
+from oh.core.records import StoredRecord
 from oh.core.seals import closed_seal, sealed_row_or_none, vector_seal
 from oh.errors import (
     AlreadyExists,
@@ -53,8 +53,11 @@ from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
 from oh.storage.key_store import KeyShredder
 from oh.storage.sealing import (
+    entry_tokens,
     is_plain,
     open_entry,
+    opened_values,
+    tokens,
 )
 from oh.storage.sql_memory import SqlMemoryStore
 
@@ -454,7 +457,7 @@ _INSERT_RECORDS = (
 )
 
 
-def _append(conn: Any, entry: LogEntry) -> bool:
+def _append(conn: Any, entry: LogEntry, kinds: Sequence[str]) -> bool:
     """Write ``entry`` (its ``hash`` computed) and apply it to the current records, inside the
     caller's write transaction; False (or a ``ValueError`` from a unique key) if the database
     does not agree with the assumptions below, and then the caller rolls back.
@@ -472,6 +475,9 @@ def _append(conn: Any, entry: LogEntry) -> bool:
     they are, the values travelling as the JSON arrays the log row keeps, which SQLite's
     ``json_each`` unpacks (so the statements' texts stay few: ``sqlite3`` keeps them prepared,
     and ``libsql``, which prepares every statement anew, parses few).
+
+    ``entry`` is as kept at rest (sealed, ``SqlMemoryStore._sealed``) and ``kinds`` are its
+    changes' kinds as the records keep them (``_kinds``).
     """
     changes = entry.changes
     notebook_id, version, author, written_at = entry[0], entry[1], entry[4], entry[5]
@@ -493,7 +499,7 @@ def _append(conn: Any, entry: LogEntry) -> bool:
             conn.execute(
                 "INSERT INTO records (notebook_id, name, kind, content, digest, author,"
                 " written_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (notebook_id, name, kind_of(name), content, digest, author, written_at, version),
+                (notebook_id, name, kinds[0], content, digest, author, written_at, version),
             )
         elif op == "replace":
             if (
@@ -501,7 +507,7 @@ def _append(conn: Any, entry: LogEntry) -> bool:
                     "UPDATE records SET kind = ?, content = ?, digest = ?, author = ?,"
                     " written_at = ?, version = ? WHERE notebook_id = ? AND name = ?",
                     (
-                        kind_of(name),
+                        kinds[0],
                         content,
                         digest,
                         author,
@@ -547,7 +553,7 @@ def _append(conn: Any, entry: LogEntry) -> bool:
                 name,
                 content,
                 digest,
-                _json_rows([kind_of(c.name) for c in changes]),
+                _json_rows(kinds),
             )
             if kept == count:
                 conn.execute(_INSERT_RECORDS, values)
@@ -757,6 +763,37 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             ]
             conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (_json_rows(values), rowid))
 
+    def _token_log(self, conn: Any, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Each log row's plain values as tokens: a column, or a JSON array of them (0006).
+        The notebook's recall vectors are dropped: derived data, sealed to the plain digest,
+        embedded again by the next catch-up and kept under the digests' tokens."""
+        token = cipher.token
+        rows = conn.execute(
+            "SELECT rowid, changes, request_id, fingerprint, prev_hash, hash, name, digest"
+            " FROM log WHERE notebook_id = ?",
+            (notebook_id,),
+        ).fetchall()
+        for rowid, count, request_id, fingerprint, prev_hash, hash_, name, digest in rows:
+            if count == 1:
+                name = token(name, "name")
+                digest = None if digest is None else token(digest, "digest")
+            else:
+                name = _json_rows(tokens(cipher, json.loads(name), "name"))
+                digest = _json_rows(
+                    [None if d is None else token(d, "digest") for d in json.loads(digest)]
+                )
+            conn.execute(
+                "UPDATE log SET request_id = ?, fingerprint = ?, prev_hash = ?, hash = ?,"
+                " name = ?, digest = ? WHERE rowid = ?",
+                (
+                    *entry_tokens(cipher, request_id, fingerprint, prev_hash, hash_),
+                    name,
+                    digest,
+                    rowid,
+                ),
+            )
+        conn.execute("DELETE FROM note_vectors WHERE notebook_id = ?", (notebook_id,))
+
     @contextmanager
     def _ephemeral(self) -> Iterator[Any]:
         """A write transaction committed without the fsync (WAL, ``synchronous=NORMAL``)."""
@@ -954,7 +991,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         if known is not None and known[0] == call.based_on:
             entry = call.entry(call.based_on + 1, known[1])
             try:
-                done = _append(conn, self._sealed(entry))
+                done = _append(conn, self._sealed(entry), self._kinds(entry))
             except (*DRIVER_ERRORS, Purged):
                 done = False
             if done:
@@ -974,22 +1011,38 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         notebook_id = call.notebook_id
         logged = call.logged
         single = len(logged) == 1
-        names = logged[0].name if single else _json_rows(call.names)
+        request_id = call.request_id
+        cipher = None
+        keyring = self._keyring
+        if keyring is not None:
+            try:
+                cipher = keyring.cipher(notebook_id)
+            except Purged:
+                cipher = None  # no such notebook, or a closed one: ``decide`` says which
+            else:
+                request_id = cipher.token(request_id, "request", keep=False)
+        kept = tokens(cipher, call.names, "name")
+        names = kept[0] if single else _json_rows(kept)
         # One statement reads all the call depends on: the notebook, an earlier call with this
         # request id, and which of the named records exist.
         row = conn.execute(
             _REMEMBER_ONE_READ if single else _REMEMBER_MANY_READ,
-            (notebook_id, call.request_id, names),
+            (notebook_id, request_id, names),
         ).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
         state, forgets_at, version, head_hash, prior, prior_payload, existing = row
-        _remember_head(heads, notebook_id, version, head_hash)
         present = ((names,) if existing else ()) if single else json.loads(existing)
+        if cipher is not None:
+            head_hash = cipher.untoken(head_hash, "hash")
+            if prior_payload is not None:
+                prior_payload = cipher.untoken(prior_payload, "fingerprint")
+            present = opened_values(cipher, present, "name")
+        _remember_head(heads, notebook_id, version, head_hash)
         seen = (state, forgets_at, version, head_hash, prior, prior_payload, present)
         match decide(call, _new_tuple(Seen, seen)):
             case Write(entry, result):
-                if not _append(conn, self._sealed(entry)):
+                if not _append(conn, self._sealed(entry), self._kinds(entry)):
                     raise IntegrityError(
                         f"notebook {notebook_id}: the current records disagree with the"
                         " checks just made (run oh verify)"
@@ -1013,7 +1066,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                 entry = call.entry(based_on + 1, known[1])
                 when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
                 try:
-                    done = _append(conn, self._sealed(entry))
+                    done = _append(conn, self._sealed(entry), self._kinds(entry))
                 except (*DRIVER_ERRORS, Purged):
                     done = False  # a unique key refused it (or anything else: the full path tells)
                 except BaseException:
@@ -1085,19 +1138,33 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                     _RECORD_CHECKS.format(after="" if last is None else "AND r.name > ?3"),
                     (notebook_id, page) if last is None else (notebook_id, page, last),
                 ).fetchall()
-            for row in rows:
+            opened = self._check_values(notebook_id, rows)
+            for row in opened:
                 yield _new_tuple(RecordCheck, (*row[:6], row[6] == 1))
             if len(rows) < page:
                 return
             last = rows[-1][0]
 
     def note_vector_rows(self, notebook_id: str, *, page: int = 500) -> Iterator[VectorRow]:
-        yield from self._vector_rows(
+        rows = self._vector_rows(
             "SELECT rowid, notebook_id, model_id, digest, vector, seal FROM note_vectors"
             " WHERE notebook_id = ? AND rowid > ? ORDER BY rowid LIMIT ?",
             (notebook_id,),
             page,
         )
+        cipher = None
+        if self._keyring is not None:
+            with suppress(Purged):  # a forgotten notebook's leftovers are counted as they are
+                cipher = self._keyring.cipher(notebook_id)
+        if cipher is None:
+            yield from rows
+            return
+        for row in rows:
+            try:
+                digest = cipher.untoken(row.digest, "digest")
+            except IntegrityError:
+                digest = row.digest  # verify reports it: no digest this notebook wrote
+            yield row._replace(digest=digest, kept=row.digest)
 
     def reviewed_vector_rows(self, *, page: int = 500) -> Iterator[VectorRow]:
         yield from self._vector_rows(

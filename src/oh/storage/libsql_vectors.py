@@ -53,14 +53,16 @@ def _for_digests(
         yield from conn.execute(f"{select} AND digest IN ({marks})", (*params, *chunk)).fetchall()
 
 
-def _opened(cipher: NotebookCipher, row: Sequence[Any]) -> str:
-    """A pending note's content opened; as stored if it does not open, so that the recall
-    service, which embeds only content that matches its digest, skips it as damaged."""
+def _opened(cipher: NotebookCipher, row: Sequence[Any]) -> tuple[str, str, str]:
+    """A pending note's name, digest and content opened; the content as stored if it does not
+    open, so that the recall service, which embeds only content that matches its digest, skips
+    it as damaged."""
     name, digest, content, version = row
     try:
-        return cipher.open(content, name, version, digest)
+        name, digest = cipher.untoken(name, "name"), cipher.untoken(digest, "digest")
+        return name, digest, cipher.open(content, name, version, digest)
     except IntegrityError:
-        return str(content)
+        return str(name), str(digest), str(content)
 
 
 class LibsqlVectorStore(LibsqlDatabase):
@@ -145,13 +147,33 @@ class LibsqlVectorStore(LibsqlDatabase):
                 " WHERE r.notebook_id = ? ORDER BY r.name",
                 (model_id, notebook_id),
             ).fetchall()
-        return [(name, digest, bool(has)) for name, digest, has in rows]
+        cipher = self._cipher(notebook_id) if rows else None
+        if cipher is None:
+            return [(name, digest, bool(has)) for name, digest, has in rows]
+        untoken = cipher.untoken
+        return sorted(
+            (untoken(name, "name"), untoken(digest, "digest"), bool(has))
+            for name, digest, has in rows
+        )
+
+    def _cipher(self, notebook_id: str) -> NotebookCipher | None:
+        """The notebook's cipher when this database is sealed (its rows keep names and digests
+        as tokens), else None; ``purged`` when the notebook has no data key."""
+        keyring = self._keys()
+        return None if keyring is None else keyring.cipher(notebook_id)
 
     def pending_notes(
         self, notebook_id: str, model_id: str, limit: int, after: str = ""
     ) -> list[tuple[str, str, str]]:
-        """``(name, digest, canonical content)`` of current notes named after ``after`` that
-        have no vector, by name (``after`` pages through them)."""
+        """``(name, digest, canonical content)`` of current notes after ``after`` that have no
+        vector (``after``, the last name of a page, pages through them; in a sealed database they
+        come in the order of their names' tokens)."""
+        try:
+            cipher = self._cipher(notebook_id)
+        except Purged:
+            return []  # forgotten: nothing of it is embedded again
+        if cipher is not None and after:
+            after = cipher.token(after, "name")
         with self._lock, translated():
             rows = self._conn.execute(
                 "SELECT r.name, r.digest, r.content, r.version FROM records AS r"
@@ -160,20 +182,22 @@ class LibsqlVectorStore(LibsqlDatabase):
                 " AND v.model_id = ? AND v.digest = r.digest) ORDER BY r.name LIMIT ?",
                 (notebook_id, after, notebook_id, model_id, limit),
             ).fetchall()
-        keyring = self._keys()
-        if keyring is None or not rows:
+        if cipher is None:
             return [(name, digest, content) for name, digest, content, _ in rows]
-        try:
-            cipher = keyring.cipher(notebook_id)
-        except Purged:
-            return []  # forgotten: nothing of it is embedded again
-        return [(row[0], row[1], _opened(cipher, row)) for row in rows]
+        return [_opened(cipher, row) for row in rows]
 
     def note_vectors(
         self, notebook_id: str, model_id: str, digests: Sequence[str]
     ) -> dict[str, bytes]:
         """The stored vectors of ``digests`` (those that have one), opened when sealed; one that
         does not open is left out (embedded again; ``oh verify`` reports it)."""
+        try:
+            cipher = self._cipher(notebook_id)
+        except Purged:
+            return {}
+        if cipher is not None:  # found by the digests' tokens
+            plain = {cipher.token(digest, "digest"): digest for digest in digests}
+            digests = list(plain)
         with self._read() as conn:
             rows = list(
                 _for_digests(
@@ -184,15 +208,11 @@ class LibsqlVectorStore(LibsqlDatabase):
                     digests,
                 )
             )
-        keyring = self._keys()
-        if keyring is None or not rows:
+        if cipher is None:
             return {digest: bytes(vector) for digest, vector in rows}
-        try:
-            cipher = keyring.cipher(notebook_id)
-        except Purged:
-            return {}
         opened = {}
-        for digest, vector in rows:
+        for kept, vector in rows:
+            digest = plain[kept]
             try:
                 opened[digest] = cipher.open_vector(vector, model_id, digest)
             except IntegrityError:
@@ -211,9 +231,15 @@ class LibsqlVectorStore(LibsqlDatabase):
         if keyring is not None:
             # Sealed under the notebook's data key (``purged`` once it is gone); the seal that
             # verify checks is over the bytes stored, so it confirms no guessed vector.
+            # Name and digest are found as the records keep them: tokens.
             cipher = keyring.cipher(notebook_id)
+            token = cipher.token
             rows = [
-                (name, digest, cipher.seal_vector(vector, model_id, digest))
+                (
+                    token(name, "name"),
+                    token(digest, "digest"),
+                    cipher.seal_vector(vector, model_id, digest),
+                )
                 for name, digest, vector in rows
             ]
         sealed = [

@@ -65,9 +65,7 @@ from oh.errors import (
 from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import RecordCheck, VectorRow
 from oh.storage.key_store import KeyShredder
-from oh.storage.sealing import (
-    is_plain,
-)
+from oh.storage.sealing import entry_tokens, is_plain, opened_values, tokens
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
 
@@ -533,6 +531,43 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         # keep it: docs/keys.md.)
         self._compact(full=True)
 
+    def _token_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Each log entry's and logged change's plain values as tokens."""
+        token = cipher.token
+        conn.executemany(
+            "UPDATE log SET request_id = ?, fingerprint = ?, prev_hash = ?, hash = ?"
+            " WHERE notebook_id = ? AND version = ?",
+            [
+                (
+                    *entry_tokens(cipher, request_id, fingerprint, prev_hash, hash_),
+                    notebook_id,
+                    version,
+                )
+                for version, request_id, fingerprint, prev_hash, hash_ in conn.execute(
+                    "SELECT version, request_id, fingerprint, prev_hash, hash FROM log"
+                    " WHERE notebook_id = ?",
+                    (notebook_id,),
+                ).fetchall()
+            ],
+        )
+        conn.executemany(
+            "UPDATE log_changes SET name = ?, digest = ?"
+            " WHERE notebook_id = ? AND version = ? AND seq = ?",
+            [
+                (
+                    token(name, "name"),
+                    None if digest is None else token(digest, "digest"),
+                    notebook_id,
+                    version,
+                    seq,
+                )
+                for version, seq, name, digest in conn.execute(
+                    "SELECT version, seq, name, digest FROM log_changes WHERE notebook_id = ?",
+                    (notebook_id,),
+                ).fetchall()
+            ],
+        )
+
     def _seal_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
         """Each logged change's plain content sealed (a row per change)."""
         changes = [
@@ -582,9 +617,10 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         names = call.names
         if len(set(names)) != len(names):
             return self._decide_and_write(call)  # one upsert per name: the full path's form
-        contents = self._contents(call)
-        if contents is None:
+        prepared = self._contents(call)
+        if prepared is None:
             return self._decide_and_write(call)
+        contents, cipher = prepared
         heads = self._known_heads
         known = heads.get(notebook_id)
         if known is not None and known[0] == based_on:
@@ -595,8 +631,14 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             entry = None if head is None else call.entry(based_on + 1, head)
             try:
                 status, version, head_hash, written, digests = self._one_round_trip(
-                    call, entry, contents
+                    call, entry, contents, cipher
                 )
+                if cipher is not None:
+                    if head_hash is not None:
+                        head_hash = cipher.untoken(head_hash, "hash")
+                    if written is not None:
+                        written = opened_values(cipher, written, "name")
+                        digests = opened_values(cipher, digests, "digest")
             except BaseException:
                 heads.pop(notebook_id, None)
                 raise
@@ -615,14 +657,15 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         heads.pop(notebook_id, None)
         return self._decide_and_write(call)
 
-    def _contents(self, call: Call) -> list[str | None] | None:
+    def _contents(self, call: Call) -> tuple[list[str | None], NotebookCipher | None] | None:
         """The call's contents as ``oh_remember`` writes them: sealed, when this store seals,
-        for the version they are written at (it writes only on ``based_on``). None when the
-        notebook has no data key (no such notebook, a forgotten one): the full path tells."""
+        for the version they are written at (it writes only on ``based_on``), with the cipher
+        that keeps its other values as tokens. None when the notebook has no data key (no such
+        notebook, a forgotten one): the full path tells."""
         logged = call.logged
         keyring = self._keyring
         if keyring is None:
-            return [c.content for c in logged]
+            return [c.content for c in logged], None
         try:
             cipher = keyring.cipher(call.notebook_id)
         except Purged:
@@ -631,28 +674,44 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         return [
             None if c.content is None else cipher.seal(c.content, c.name, version, c.digest or "")
             for c in logged
-        ]
+        ], cipher
 
     def _one_round_trip(
-        self, call: Call, entry: LogEntry | None, contents: list[str | None]
+        self,
+        call: Call,
+        entry: LogEntry | None,
+        contents: list[str | None],
+        cipher: NotebookCipher | None,
     ) -> Any:
         """``oh_remember`` alone in its transaction: on an autocommit connection one statement
-        is one transaction, sent with its commit in one round trip."""
+        is one transaction, sent with its commit in one round trip. Its values are kept as
+        tokens when this store seals (``cipher``); what it answers is as kept."""
         logged = call.logged
+        request_id, fingerprint = call.request_id, call.fingerprint
+        prev_hash = None if entry is None else entry.prev_hash
+        hash_ = None if entry is None else entry.hash
+        digests = [c.digest for c in logged]
+        if cipher is not None:
+            token = cipher.token
+            request_id = token(request_id, "request", keep=False)
+            fingerprint = token(fingerprint, "fingerprint", keep=False)
+            prev_hash = None if prev_hash is None else token(prev_hash, "hash")
+            hash_ = None if hash_ is None else token(hash_, "hash")
+            digests = [None if d is None else token(d, "digest") for d in digests]
         params = (
             call.notebook_id,
             call.based_on,
-            call.request_id,
-            call.fingerprint,
+            request_id,
+            fingerprint,
             call.author,
             call.written_at,
-            None if entry is None else entry.prev_hash,
-            None if entry is None else entry.hash,
+            prev_hash,
+            hash_,
             [c.op for c in logged],
-            [c.name for c in logged],
-            [kind_of(c.name) for c in logged],
+            tokens(cipher, call.names, "name"),
+            tokens(cipher, [kind_of(c.name) for c in logged], "kind"),
             contents,
-            [c.digest for c in logged],
+            digests,
         )
         for attempt in (1, 2):
             try:
@@ -678,6 +737,16 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
     def _decide_and_write(self, call: Call) -> RememberResult:
         """The full path: read what ``decide`` needs under the row lock, decide, write."""
         notebook_id, request_id = call.notebook_id, call.request_id
+        names = call.names
+        cipher = None
+        if self._keyring is not None:
+            try:
+                cipher = self._keyring.cipher(notebook_id)
+            except Purged:
+                cipher = None  # no such notebook, or a closed one: ``decide`` says which
+            else:
+                request_id = cipher.token(request_id, "request", keep=False)
+                names = tokens(cipher, names, "name")
         with self._write() as conn:
             # The row lock is its own statement, first: in READ COMMITTED each later statement
             # takes a fresh snapshot, so the two reads after it see everything the previous
@@ -694,7 +763,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             )
             present = conn.execute(
                 "SELECT name FROM records WHERE notebook_id = ? AND name = ANY(?)",
-                (notebook_id, call.names),
+                (notebook_id, names),
             )
             row = locked.fetchone()
             if row is None:
@@ -702,6 +771,11 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             state, forgets_at, version, head_hash = row
             prior_version, prior_fingerprint = used.fetchone() or (None, None)
             existing = [r[0] for r in present.fetchall()]
+            if cipher is not None:
+                head_hash = cipher.untoken(head_hash, "hash")
+                if prior_fingerprint is not None:
+                    prior_fingerprint = cipher.untoken(prior_fingerprint, "fingerprint")
+                existing = opened_values(cipher, existing, "name")
             seen = Seen(
                 state, forgets_at, version, head_hash, prior_version, prior_fingerprint, existing
             )
@@ -711,10 +785,10 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                 case Write(entry, applied):
                     stored = self._sealed(entry)
                     self._log_entry(conn, notebook_id, stored)
-                    self._apply_current(conn, notebook_id, stored)
+                    self._apply_current(conn, notebook_id, stored, self._kinds(entry))
                     conn.execute(
                         "UPDATE notebooks SET version = ?, head_hash = ? WHERE id = ?",
-                        (entry.version, entry.hash, notebook_id),
+                        (stored.version, stored.hash, notebook_id),
                     )
                     written, result = entry, applied
                 case Reuse(prior):
@@ -751,21 +825,24 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         )
 
     @staticmethod
-    def _apply_current(conn: Connection, notebook_id: str, entry: LogEntry) -> None:
-        """Apply ``entry``'s changes to the current records (removes, then upserts)."""
+    def _apply_current(
+        conn: Connection, notebook_id: str, entry: LogEntry, kinds: Sequence[str]
+    ) -> None:
+        """Apply ``entry``'s changes to the current records (removes, then upserts); ``entry``
+        and ``kinds`` as kept at rest."""
         removals = [c.name for c in entry.changes if c.op == "remove"]
         upserts = [
             (
                 notebook_id,
                 c.name,
-                kind_of(c.name),
+                kind,
                 c.content,
                 c.digest,
                 entry.author,
                 entry.written_at,
                 entry.version,
             )
-            for c in entry.changes
+            for c, kind in zip(entry.changes, kinds, strict=True)
             if c.op != "remove"
         ]
         if removals:
@@ -839,7 +916,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                     _RECORD_CHECKS.format(after="" if last is None else "AND r.name > ?"),
                     (notebook_id, page) if last is None else (notebook_id, last, page),
                 ).fetchall()
-            for row in rows:
+            for row in self._check_values(notebook_id, rows):
                 yield RecordCheck(*row)
             if len(rows) < page:
                 return
@@ -908,16 +985,15 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         if keyring is None or not rows:
             return current, [(name, digest, content) for _, _, name, digest, content in rows]
         cipher = keyring.cipher(notebook_id)
-        return current, [
-            (
-                name,
-                digest,
-                None
-                if content is None and op == "remove"
-                else cipher.open(content, name, logged, digest or ""),
-            )
-            for logged, op, name, digest, content in rows
-        ]
+        untoken = cipher.untoken
+        opened = []
+        for logged, op, name, digest, content in rows:
+            name = untoken(name, "name")
+            digest = None if digest is None and op == "remove" else untoken(digest, "digest")
+            if not (content is None and op == "remove"):
+                content = cipher.open(content, name, logged, digest or "")
+            opened.append((name, digest, content))
+        return current, opened
 
     @staticmethod
     def _insert_records(

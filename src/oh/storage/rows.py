@@ -60,20 +60,22 @@ def insert(table: str, columns: str, mark: str) -> str:
     return f"INSERT INTO {table} ({columns}) VALUES ({', '.join([mark] * len(columns.split(',')))})"
 
 
-def notebook_from_row(row: Sequence[Any]) -> Notebook:
+def notebook_from_row(row: Sequence[Any], head_hash: str | None = None) -> Notebook:
+    """A ``NOTEBOOK_COLUMNS`` row as a notebook; ``head_hash`` in place of the row's (a sealed
+    store's row keeps it as a token)."""
     state: NotebookState = row[4]
     return Notebook(
-        id=row[0],
-        owner=row[1],
-        document=row[2],
-        run=row[3],
-        state=state,
-        started_at=row[5],
-        forgets_at=row[6],
-        version=row[7],
-        pinned_revision=row[8],
-        head_hash=row[9],
-        purged_at=row[10],
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        state,
+        row[5],
+        row[6],
+        row[7],
+        row[8],
+        row[9] if head_hash is None else head_hash,
+        row[10],
     )
 
 

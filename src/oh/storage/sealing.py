@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from oh.core.changes import LogEntry, LoggedChange
-from oh.core.records import StoredRecord
+from oh.core.records import StoredRecord, kind_of
 from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
 from oh.keys import SEALED, Keyring, NotebookCipher
 
@@ -25,14 +25,17 @@ __all__ = [
     "SEALED_MARKER",
     "check_keys_fit",
     "cipher_for_sealing",
+    "entry_tokens",
     "is_plain",
     "open_answer_row",
     "open_entry",
     "open_record_row",
+    "opened_values",
     "seal_answer_fields",
     "seal_answer_values",
     "seal_entry",
     "seal_records",
+    "tokens",
 ]
 
 _new_tuple = tuple.__new__
@@ -41,56 +44,95 @@ ANSWER_SEALED = {3: "question", 4: "params", 9: "rows"}
 
 
 def seal_entry(cipher: NotebookCipher, entry: LogEntry) -> LogEntry:
-    """``entry`` with each change's content sealed (its hash, over the plaintext, unchanged)."""
+    """``entry`` as it is kept at rest: each change's content sealed (bound to its plain name,
+    version and digest), and its request id, fingerprint, hashes, names and digests kept as
+    tokens (``NotebookCipher.token``). The hashes are those of the plaintext, as without keys."""
     version = entry.version
+    token = cipher.token
     changes = tuple(
         [
-            change
-            if change.content is None
-            else _new_tuple(
+            _new_tuple(
                 LoggedChange,
                 (
-                    change.op,
-                    change.name,
-                    cipher.seal(change.content, change.name, version, change.digest or ""),
-                    change.digest,
+                    op,
+                    token(name, "name"),
+                    None if content is None else cipher.seal(content, name, version, digest or ""),
+                    None if digest is None else token(digest, "digest"),
                 ),
             )
-            for change in entry.changes
+            for op, name, content, digest in entry.changes
         ]
     )
-    return entry._replace(changes=changes)
+    request_id, fingerprint, prev_hash, hash_ = entry_tokens(
+        cipher, entry.request_id, entry.fingerprint, entry.prev_hash, entry.hash
+    )
+    return _new_tuple(
+        LogEntry,
+        (
+            entry.notebook_id,
+            version,
+            request_id,
+            fingerprint,
+            entry.author,
+            entry.written_at,
+            changes,
+            prev_hash,
+            hash_,
+        ),
+    )
+
+
+def entry_tokens(
+    cipher: NotebookCipher, request_id: str, fingerprint: str, prev_hash: str, hash_: str
+) -> tuple[str, str, str, str]:
+    """A log entry's request id, fingerprint, previous hash and hash as kept at rest. The
+    request id and fingerprint are not remembered (one per call); the hash is, since the next
+    entry follows it."""
+    token = cipher.token
+    return (
+        token(request_id, "request", keep=False),
+        token(fingerprint, "fingerprint", keep=False),
+        token(prev_hash, "hash"),
+        token(hash_, "hash"),
+    )
 
 
 def open_entry(cipher: NotebookCipher, entry: LogEntry) -> LogEntry:
-    """The entry ``seal_entry`` sealed; ``integrity`` if any content does not open."""
+    """The entry ``seal_entry`` kept; ``integrity`` if any value does not open."""
     version = entry.version
-    changes = tuple(
-        [
-            change
-            if change.content is None and change.op == "remove"
-            else _new_tuple(
-                LoggedChange,
-                (
-                    change.op,
-                    change.name,
-                    cipher.open(change.content, _text(change.name), version, _text(change.digest)),
-                    change.digest,
-                ),
-            )
-            for change in entry.changes
-        ]
+    untoken = cipher.untoken
+    opened = []
+    for op, name, content, digest in entry.changes:
+        name = untoken(name, "name")
+        digest = None if digest is None and op == "remove" else untoken(digest, "digest")
+        if not (content is None and op == "remove"):
+            content = cipher.open(content, name, version, digest or "")
+        opened.append(_new_tuple(LoggedChange, (op, name, content, digest)))
+    return _new_tuple(
+        LogEntry,
+        (
+            entry.notebook_id,
+            version,
+            untoken(entry.request_id, "request"),
+            untoken(entry.fingerprint, "fingerprint"),
+            entry.author,
+            entry.written_at,
+            tuple(opened),
+            untoken(entry.prev_hash, "hash"),
+            untoken(entry.hash, "hash"),
+        ),
     )
-    return entry._replace(changes=changes)
 
 
 def seal_records(cipher: NotebookCipher, records: Iterable[StoredRecord]) -> list[StoredRecord]:
+    """Current records as kept at rest: content sealed, name, kind and digest as tokens."""
+    token = cipher.token
     return [
         StoredRecord(
-            r.name,
-            r.kind,
+            token(r.name, "name"),
+            token(r.kind, "kind"),
             cipher.seal(r.content, r.name, r.version, r.digest),
-            r.digest,
+            token(r.digest, "digest"),
             r.author,
             r.written_at,
             r.version,
@@ -99,21 +141,47 @@ def seal_records(cipher: NotebookCipher, records: Iterable[StoredRecord]) -> lis
     ]
 
 
-def open_record_row(cipher: NotebookCipher, row: Sequence[Any]) -> StoredRecord:
-    """A ``RECORD_COLUMNS`` row as a record, its content opened."""
-    name, kind, content, digest, author, written_at, version = row
+def open_record_row(
+    cipher: NotebookCipher, row: Sequence[Any], name: str | None = None
+) -> StoredRecord:
+    """A ``RECORD_COLUMNS`` row as a record, its values opened (``name``: the name it was
+    found by, when known). Its kind is the kind its name gives (the stored token says the same,
+    which verify checks: ``record_checks``)."""
+    kept, _, content, digest, author, written_at, version = row
+    if name is None:
+        name = cipher.untoken(kept, "name")
+    digest = cipher.untoken(digest, "digest")
     # A damaged row's value of the wrong type binds as its text, which cannot match the seal.
     opened = cipher.open(content, name, version, digest)
-    return StoredRecord(name, kind, opened, digest, author, written_at, version)
+    return StoredRecord(name, kind_of(name), opened, digest, author, written_at, version)
+
+
+def tokens(cipher: NotebookCipher | None, values: Iterable[str], column: str) -> list[str]:
+    """``values`` as ``column`` keeps them: tokens when the store seals (``cipher``)."""
+    if cipher is None:
+        return list(values)
+    token = cipher.token
+    return [token(value, column) for value in values]
+
+
+def opened_values(cipher: NotebookCipher | None, values: Iterable[Any], column: str) -> list[Any]:
+    """The values ``tokens`` kept (None stays None)."""
+    if cipher is None:
+        return list(values)
+    untoken = cipher.untoken
+    return [None if value is None else untoken(value, column) for value in values]
 
 
 def seal_answer_values(cipher: NotebookCipher, values: Sequence[Any]) -> tuple[Any, ...]:
-    """``answer_values`` with the question, parameters and rows sealed."""
+    """``answer_values`` with the question, parameters and rows sealed and the answer id a
+    token (it is a digest of the question and parameters)."""
     answer_id = values[1]
-    return tuple(
+    sealed = [
         cipher.seal_field(value, answer_id, ANSWER_SEALED[i]) if i in ANSWER_SEALED else value
         for i, value in enumerate(values)
-    )
+    ]
+    sealed[1] = cipher.token(answer_id, "answer")
+    return tuple(sealed)
 
 
 def open_answer_row(
@@ -121,8 +189,13 @@ def open_answer_row(
 ) -> tuple[Any, ...]:
     """An ``ANSWER_COLUMNS`` row with its sealed columns opened; ``integrity`` if one does not
     open, or with ``strict=False`` that column left as stored (verify then reports the answer)."""
-    answer_id = _text(row[1])
     opened = list(row)
+    try:
+        opened[1] = cipher.untoken(row[1], "answer")
+    except IntegrityError:
+        if strict:
+            raise
+    answer_id = _text(opened[1])
     for i, column in ANSWER_SEALED.items():
         try:
             opened[i] = cipher.open_field(row[i], answer_id, column)

@@ -10,7 +10,7 @@ bulk, an answer's relaxed-durability commit. What a write means is decided in ``
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -18,9 +18,9 @@ from oh.core.answers import Answer
 from oh.core.changes import LogEntry, fold, genesis_hash
 from oh.core.clock import system_clock, utc_text
 from oh.core.notebook import Notebook, check_not_closed
-from oh.core.records import StoredRecord
+from oh.core.records import StoredRecord, kind_of
 from oh.core.seals import notebook_seal, opened_seal, row_seal
-from oh.errors import IntegrityError, NotFound
+from oh.errors import IntegrityError, NotFound, Purged
 from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import PreparedRemember
 from oh.storage.rows import (
@@ -44,6 +44,7 @@ from oh.storage.sealing import (
     seal_answer_values,
     seal_entry,
     seal_records,
+    tokens,
 )
 from oh.storage.sql import Connection, SqlDatabase
 
@@ -67,6 +68,20 @@ _IMPORT_NOTEBOOK = (
     "INSERT INTO notebooks (id, owner, document, run, state, started_at, forgets_at, version,"
     " pinned_revision, head_hash, purged_at) VALUES (?, ?, ?, ?, ?, ?, ?, 0, ?, ?, NULL)"
 )
+# A notebook whose names, kinds, digests, request ids, fingerprints, hashes and answer ids are
+# kept as tokens (``NotebookCipher.token``): every notebook a sealing store creates or imports,
+# and each one written before, once it is converted (``_token_notebooks``).
+_VALUES_SEALED = "INSERT INTO sealed_values (notebook_id) VALUES (?)"
+_VALUES_TO_SEAL = (
+    "SELECT id FROM notebooks WHERE state IN ('opening', 'open', 'expired')"
+    " AND id NOT IN (SELECT notebook_id FROM sealed_values) ORDER BY id"
+)
+
+
+def _by_name(record: StoredRecord) -> str:
+    return record.name
+
+
 _SAVE_ANSWER = (
     insert("answers", ANSWER_COLUMNS, "?") + " ON CONFLICT (notebook_id, answer_id) DO UPDATE"
     " SET expires_at = CASE WHEN excluded.expires_at > answers.expires_at"
@@ -104,6 +119,10 @@ class SqlMemoryBackend(SqlDatabase, Protocol):
     def _seal_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
         """Seal the plain content of one notebook's log, in the backend's layout."""
 
+    def _token_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Turn the plain request ids, fingerprints, hashes, names and digests of one
+        notebook's log into tokens, in the backend's layout."""
+
 
 class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
     """The ``MemoryStore`` methods whose SQL both backends run.
@@ -128,10 +147,59 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         keyring = self._keyring
         return None if keyring is None else keyring.cipher(notebook_id)
 
+    def _has_content(self, notebook_id: str) -> bool:
+        """Whether the notebook has current records (a notebook without a data key has none,
+        unless it was forgotten after this copy of the database was taken)."""
+        with self._statement() as conn:
+            found = conn.execute(
+                "SELECT 1 FROM records WHERE notebook_id = ? LIMIT 1", (notebook_id,)
+            ).fetchone()
+        return found is not None
+
+    def _notebook_of(self, row: Sequence[Any], cipher: NotebookCipher | None = None) -> Notebook:
+        """A ``NOTEBOOK_COLUMNS`` row as a notebook, its head hash opened when this store seals
+        (with ``cipher``, the notebook's, when the caller has it). A forgotten notebook's stays
+        as kept: nothing opens it; a damaged one too, for verify to report."""
+        keyring = self._keyring
+        if keyring is None or row[4] in ("purged", "empty"):
+            return notebook_from_row(row)
+        try:
+            if cipher is None:
+                cipher = keyring.cipher(row[0])
+            head = cipher.untoken(row[9], "hash")
+        except (Purged, IntegrityError):
+            return notebook_from_row(row)
+        return notebook_from_row(row, head)
+
     def _sealed(self, entry: LogEntry) -> LogEntry:
         """``entry`` as it is written: its content sealed when this store seals."""
         keyring = self._keyring
         return entry if keyring is None else seal_entry(keyring.cipher(entry.notebook_id), entry)
+
+    def _kinds(self, entry: LogEntry) -> list[str]:
+        """The kinds of ``entry``'s changes as the records keep them (tokens when sealing)."""
+        kinds = [kind_of(change.name) for change in entry.changes]
+        keyring = self._keyring
+        if keyring is None:
+            return kinds
+        return tokens(keyring.cipher(entry.notebook_id), kinds, "kind")
+
+    def _check_values(self, notebook_id: str, rows: Sequence[Sequence[Any]]) -> list[Any]:
+        """verify's rows of current records (name, kind, digest, then stamps) with their
+        values opened when sealing; a value that does not open is left as stored, for verify
+        to report."""
+        keyring = self._keyring
+        if keyring is None or not rows:
+            return list(rows)
+        cipher = keyring.cipher(notebook_id)
+        opened = []
+        for row in rows:
+            values = list(row)
+            for i, column in enumerate(("name", "kind", "digest")):
+                with suppress(IntegrityError):
+                    values[i] = cipher.untoken(row[i], column)
+            opened.append(values)
+        return opened
 
     def _opened(self, notebook_id: str, entries: list[LogEntry]) -> list[LogEntry]:
         """``entries`` as read: their content opened when this store seals."""
@@ -156,6 +224,8 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
             if self._seal_notebooks(keyring):
                 self._compact_sealed()
             keyring.store.mark(SEALED_MARKER, self._where())
+        if self._token_notebooks(keyring):
+            self._compact_sealed()
         if not sealed:
             # ``since`` is bookkeeping for a person reading the table, never compared: the
             # host's clock, not the database's (Oh takes no time from the database).
@@ -184,6 +254,35 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 _seal_current(conn, notebook_id, cipher)
         return len(ids)
 
+    def _token_notebooks(self, keyring: Keyring) -> int:
+        """Keep as tokens the values of every notebook written before they were (a database
+        sealed by an earlier version of Oh): one notebook a transaction under its row's lock,
+        marked done in the same transaction, so a run stopped half way is finished by the next
+        open and two stores opening at once take turns. A notebook without a data key was
+        forgotten after this copy was taken: nothing of it can be opened, it is left as it is.
+        Returns how many notebooks were converted."""
+        with self._write() as conn:
+            ids = [row[0] for row in conn.execute(_VALUES_TO_SEAL).fetchall()]
+        done = 0
+        for notebook_id in ids:
+            try:
+                cipher = keyring.cipher(notebook_id)
+            except Purged:
+                continue
+            with self._write() as conn:
+                conn.execute(
+                    "SELECT 1 FROM notebooks WHERE id = ?" + self.FOR_UPDATE, (notebook_id,)
+                )
+                if conn.execute(
+                    "SELECT 1 FROM sealed_values WHERE notebook_id = ?", (notebook_id,)
+                ).fetchone():
+                    continue  # another store converted it meanwhile
+                self._token_log(conn, notebook_id, cipher)
+                _token_current(conn, notebook_id, cipher)
+                conn.execute(_VALUES_SEALED, (notebook_id,))
+            done += 1
+        return done
+
     def _entry(self, conn: Connection, notebook_id: str, version: int) -> LogEntry:
         """One log entry, which must be there (a version the notebook's head counts)."""
         entries = self._entries(conn, notebook_id, version, version)
@@ -210,20 +309,21 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         )
         values = (notebook_id, owner, document, run, started, forgets, pinned_revision)
         keyring = self._keyring
+        head = genesis_hash(notebook_id)
         if keyring is not None:
             # The key is kept before the notebook exists, so no content is ever written
             # without one; a notebook that then fails to be created leaves no key behind.
-            keyring.create(notebook_id)
+            head = keyring.create(notebook_id).token(head, "hash")
         try:
             with self._write() as conn:
-                row = conn.execute(
-                    _CREATE_NOTEBOOK, (*values, genesis_hash(notebook_id), seal)
-                ).fetchone()
+                row = conn.execute(_CREATE_NOTEBOOK, (*values, head, seal)).fetchone()
+                if keyring is not None:
+                    conn.execute(_VALUES_SEALED, (notebook_id,))
         except BaseException:
             if keyring is not None:
                 keyring.destroy([notebook_id])
             raise
-        return notebook_from_row(row)
+        return self._notebook_of(row)
 
     def mark_open(self, notebook_id: str, pinned_revision: int | None) -> Notebook:
         with self._write() as conn:
@@ -236,7 +336,7 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 f" WHERE id = ? RETURNING {NOTEBOOK_COLUMNS}",
                 (pinned_revision, opened_seal(notebook, pinned_revision), notebook_id),
             ).fetchone()
-        return notebook_from_row(row)
+        return self._notebook_of(row)
 
     def _notebook(self, conn: Connection, notebook_id: str, lock: bool = False) -> Notebook:
         """The notebook's row (locked until the transaction ends with ``lock``)."""
@@ -244,7 +344,7 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         row = conn.execute(sql, (notebook_id,)).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
-        return notebook_from_row(row)
+        return self._notebook_of(row)
 
     def notebook(self, notebook_id: str) -> Notebook:
         with self._statement() as conn:
@@ -257,7 +357,7 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 " WHERE owner = ? AND document = ? AND run = ?",
                 (owner, document, run),
             ).fetchone()
-        return None if row is None else notebook_from_row(row)
+        return None if row is None else self._notebook_of(row)
 
     def notebook_ids(self) -> list[str]:
         with self._statement() as conn:
@@ -294,7 +394,7 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 " ORDER BY started_at DESC, id DESC LIMIT ?",
                 (*values, limit),
             ).fetchall()
-        return [notebook_from_row(row) for row in rows]
+        return [self._notebook_of(row) for row in rows]
 
     def notebook_seal(self, notebook_id: str) -> str | None:
         with self._statement() as conn:
@@ -322,31 +422,47 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                     records += [StoredRecord(*row) for row in rows]
                 else:
                     records += [open_record_row(cipher, row) for row in rows]
+        if cipher is not None:  # the rows came in the order of their names' tokens
+            records.sort(key=_by_name)
         return records
 
     def record(self, notebook_id: str, name: str) -> StoredRecord | None:
+        try:
+            cipher = self._cipher(notebook_id)  # rows are found by their names' tokens
+        except Purged:
+            if self._has_content(notebook_id):
+                raise
+            return None
         with self._statement() as conn:
             row = conn.execute(
                 f"SELECT {RECORD_COLUMNS} FROM records WHERE notebook_id = ? AND name = ?",
-                (notebook_id, name),
+                (notebook_id, name if cipher is None else cipher.token(name, "name")),
             ).fetchone()
         if row is None:
             return None
-        cipher = self._cipher(notebook_id)
-        return StoredRecord(*row) if cipher is None else open_record_row(cipher, row)
+        return StoredRecord(*row) if cipher is None else open_record_row(cipher, row, name)
 
     def read_record(self, notebook_id: str, name: str) -> tuple[Notebook, StoredRecord | None]:
+        try:
+            cipher = self._cipher(notebook_id)  # rows are found by their names' tokens
+        except Purged:
+            # No data key: a forgotten notebook reads as one (the caller says so), a notebook
+            # forgotten after this copy of the database was taken is ``purged``.
+            notebook = self.notebook(notebook_id)
+            if notebook.state not in ("purged", "empty"):
+                raise
+            return notebook, None
+        kept = name if cipher is None else cipher.token(name, "name")
         with self._statement() as conn:
-            row = conn.execute(_READ_RECORD, (name, notebook_id)).fetchone()
+            row = conn.execute(_READ_RECORD, (kept, notebook_id)).fetchone()
         if row is None:
             raise NotFound(f"no notebook {notebook_id}")
-        notebook = notebook_from_row(row[:11])
+        notebook = self._notebook_of(row[:11], cipher)
         if row[11] is None:
             return notebook, None
-        keyring = self._keyring
-        if keyring is None:
+        if cipher is None:
             return notebook, StoredRecord(*row[11:])
-        return notebook, open_record_row(keyring.cipher(notebook_id), row[11:])
+        return notebook, open_record_row(cipher, row[11:], name)
 
     def digests(self, notebook_id: str) -> tuple[int, list[tuple[str, str]]]:
         with self._read() as conn:
@@ -355,7 +471,13 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                 "SELECT name, digest FROM records WHERE notebook_id = ? ORDER BY name",
                 (notebook_id,),
             ).fetchall()
-        return version, [(name, digest) for name, digest in rows]
+        cipher = self._cipher(notebook_id) if rows else None
+        if cipher is None:
+            return version, [(name, digest) for name, digest in rows]
+        untoken = cipher.untoken
+        return version, sorted(
+            (untoken(name, "name"), untoken(digest, "digest")) for name, digest in rows
+        )
 
     @staticmethod
     def _version(conn: Connection, notebook_id: str) -> int:
@@ -388,9 +510,12 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         cipher = None
         if keyring is not None and stored in ("open", "opening"):
             cipher = keyring.create(notebook.id)  # ``already_exists`` for an id that has a key
+        head = notebook.head_hash if cipher is None else cipher.token(notebook.head_hash, "hash")
         try:
             with self._write() as conn:
                 conn.execute(_IMPORT_NOTEBOOK, (*identity, *times, genesis_hash(notebook.id)))
+                if cipher is not None:
+                    conn.execute(_VALUES_SEALED, (notebook.id,))
                 state: dict[str, StoredRecord] = {}
                 for entry in entries:
                     self._log_entry(
@@ -402,17 +527,17 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
                     conn, notebook.id, current if cipher is None else seal_records(cipher, current)
                 )
                 seal = row_seal(*identity, *times, notebook.purged_at)
-                head = (notebook.version, notebook.head_hash, stored, notebook.purged_at, seal)
+                updated = (notebook.version, head, stored, notebook.purged_at, seal)
                 row = conn.execute(
                     "UPDATE notebooks SET version = ?, head_hash = ?, state = ?, purged_at = ?,"
                     f" seal = ? WHERE id = ? RETURNING {NOTEBOOK_COLUMNS}",
-                    (*head, notebook.id),
+                    (*updated, notebook.id),
                 ).fetchone()
         except BaseException:
             if keyring is not None and cipher is not None:
                 keyring.destroy([notebook.id])
             raise
-        return notebook_from_row(row)
+        return self._notebook_of(row)
 
     # -- kept answers ---------------------------------------------------------------------
 
@@ -431,14 +556,17 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
     def answer(
         self, notebook_id: str, answer_id: str, offset: int = 0, limit: int | None = None
     ) -> Answer | None:
+        try:
+            cipher = self._cipher(notebook_id)  # answers are found by their ids' tokens
+        except Purged:
+            return None
         with self._statement() as conn:
             row = conn.execute(
                 f"SELECT {ANSWER_COLUMNS} FROM answers WHERE notebook_id = ? AND answer_id = ?",
-                (notebook_id, answer_id),
+                (notebook_id, answer_id if cipher is None else cipher.token(answer_id, "answer")),
             ).fetchone()
         if row is None:
             return None
-        cipher = self._cipher(notebook_id)
         return answer_from_row(
             row if cipher is None else open_answer_row(cipher, row), offset, limit
         )
@@ -453,7 +581,8 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         if cipher is None:
             return [tuple(row) for row in rows]
         # verify's view: a value that does not open is left as stored, for verify to report
-        return [open_answer_row(cipher, row, strict=False) for row in rows]
+        opened = [open_answer_row(cipher, row, strict=False) for row in rows]
+        return sorted(opened, key=lambda row: str(row[1]))
 
 
 def _seal_current(conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
@@ -477,3 +606,29 @@ def _seal_current(conn: Connection, notebook_id: str, cipher: NotebookCipher) ->
                 " WHERE notebook_id = ? AND answer_id = ?",
                 (*seal_answer_fields(cipher, answer_id, fields), notebook_id, answer_id),
             )
+
+
+def _token_current(conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+    """Keep as tokens the plain values of one notebook's current records (name, kind, digest),
+    kept answers (id) and head hash."""
+    token = cipher.token
+    for name, kind, digest in conn.execute(
+        "SELECT name, kind, digest FROM records WHERE notebook_id = ?", (notebook_id,)
+    ).fetchall():
+        conn.execute(
+            "UPDATE records SET name = ?, kind = ?, digest = ? WHERE notebook_id = ? AND name = ?",
+            (token(name, "name"), token(kind, "kind"), token(digest, "digest"), notebook_id, name),
+        )
+    for (answer_id,) in conn.execute(
+        "SELECT answer_id FROM answers WHERE notebook_id = ?", (notebook_id,)
+    ).fetchall():
+        conn.execute(
+            "UPDATE answers SET answer_id = ? WHERE notebook_id = ? AND answer_id = ?",
+            (token(answer_id, "answer"), notebook_id, answer_id),
+        )
+    (head,) = conn.execute(
+        "SELECT head_hash FROM notebooks WHERE id = ?", (notebook_id,)
+    ).fetchone()
+    conn.execute(
+        "UPDATE notebooks SET head_hash = ? WHERE id = ?", (token(head, "hash"), notebook_id)
+    )

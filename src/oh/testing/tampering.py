@@ -17,9 +17,24 @@ from typing import Any, Literal
 
 import pytest
 
+from oh.errors import Purged
+from oh.keys import Keyring
 from oh.storage.rows import insert
 
-__all__ = ["Edit", "require_sql"]
+__all__ = ["TOKEN_COLUMNS", "Edit", "require_sql"]
+
+# The columns a sealed database keeps as tokens, by the token's column (``NotebookCipher.token``).
+TOKEN_COLUMNS = {
+    "name": "name",
+    "kind": "kind",
+    "digest": "digest",
+    "request_id": "request",
+    "fingerprint": "fingerprint",
+    "prev_hash": "hash",
+    "hash": "hash",
+    "head_hash": "hash",
+    "answer_id": "answer",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +52,35 @@ class Edit:
     values: Mapping[str, Any] = field(default_factory=dict)
     substitute: tuple[str, str, str] | None = None
     action: Literal["update", "delete", "insert"] = "update"
+
+    def tokened(self, keyring: Keyring) -> Edit:
+        """This edit for a sealed database, whose rows keep names, kinds, digests, request
+        ids, fingerprints, hashes and answer ids as tokens of their notebook
+        (``NotebookCipher.token``): each such value written as a plain string here becomes its
+        token, so the edit finds and writes the rows it means. The notebook is the one the
+        edit names (``notebook_id`` or a notebook's ``id``); without one, or without its key,
+        the edit is left as it is."""
+        notebook_id = self.where.get("notebook_id", self.values.get("notebook_id"))
+        if notebook_id is None and self.table == "notebooks":
+            notebook_id = self.where.get("id", self.values.get("id"))
+        if type(notebook_id) is not str:
+            return self
+        try:
+            cipher = keyring.cipher(notebook_id)
+        except Purged:
+            return self
+
+        def tokens(columns: Mapping[str, Any]) -> dict[str, Any]:
+            return {
+                column: cipher.token(value, TOKEN_COLUMNS[column])
+                if column in TOKEN_COLUMNS and type(value) is str
+                else value
+                for column, value in columns.items()
+            }
+
+        return Edit(
+            self.table, tokens(self.where), tokens(self.values), self.substitute, self.action
+        )
 
     def sql(self) -> tuple[str, tuple[Any, ...]]:
         """The edit as one statement with ``?`` placeholders, and its parameters."""
