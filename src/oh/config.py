@@ -275,8 +275,13 @@ def sealed_memory(locations: Locations) -> str | None:
         return None  # no data directory: nothing is sealed there
     if not path.is_file():
         return None
+    # A database closed cleanly has no WAL file, and a read-only connection would leave an empty
+    # one behind (it cannot delete what opening it made): such a file is read as immutable,
+    # which creates nothing. With a WAL there (a writer is live, or was stopped), read-only.
+    wal = path.with_name(path.name + "-wal")
+    mode = "ro" if wal.exists() else "ro&immutable=1"
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True)
         try:
             row = conn.execute("SELECT since FROM sealing").fetchone()
         finally:
