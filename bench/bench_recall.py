@@ -109,7 +109,7 @@ def bench_search(rows: int, queries: int, threads: int) -> dict[str, Any]:
         "exact_p95_ms": percentile(exact_lat, 0.95) * 1000,
     }
     if not built:
-        result["graph"] = "usearch is not installed (pip install 'oh[ann]')"
+        result["graph"] = "usearch is not installed (pip install 'oh-memory[ann]')"
         return result
     graph_lat, found = timed(lambda q: [d for d, _ in graph.search(q, 10)[:10]], probes)
     hits = sum(len(set(a) & set(b)) for a, b in zip(truth, found, strict=True))

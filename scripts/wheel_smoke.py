@@ -1,4 +1,4 @@
-"""The installed wheel works: what a user who ran ``pip install oh[server]`` gets, end to end.
+"""The installed wheel works: what a user who installed ``oh-memory[server]`` gets, end to end.
 
 ``scripts/wheel-smoke`` builds the sdist and the wheel, installs the wheel (not editable) into
 a fresh virtual environment and runs this file with that environment's Python, from a

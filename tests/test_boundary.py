@@ -4,7 +4,8 @@ HTTP, as JSON-RPC) and through the library give the same result.
 A real ``oh`` app (HTTP API and MCP endpoint) is served by uvicorn on 127.0.0.1; each transport
 gets its own notebook and the same sequence of calls, so versions and digests line up. The
 bytes are those a careless or hostile client sends: ``5.0`` for 5, duplicate keys, integers no
-JSON reader keeps exactly, NaN, lone surrogates, bytes that are not UTF-8, control characters in
+JSON reader keeps exactly, doubles a scientist writes (``6.022e23``) and ones no double holds
+(``1e-400``), NaN, lone surrogates, bytes that are not UTF-8, control characters in
 a request id, nesting at the limit.
 """
 
@@ -181,7 +182,7 @@ CALLS: list[tuple[str, bytes]] = [
     (
         "remember",
         b'{"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record":'
-        b' {"name": "note:b", "text": "b", "fields": {"k": 1e300}}}]}',
+        b' {"name": "note:b", "text": "b", "fields": {"k": 1e-400}}}]}',
     ),
     (
         "remember",
@@ -329,6 +330,8 @@ def test_python_values_from_a_library_caller_follow_the_same_rule(served: Served
     for tool, raw in CALLS:
         if b"NaN" in raw or b'"k": 1, "k"' in raw or b"origin" in raw or b"\xff" in raw:
             continue  # not a value Python's own reader builds the same way
+        if b"e-400" in raw:
+            continue  # Python's own reader makes it 0.0 without a word; Oh's refuses it
         if b"TOKEN" in raw:
             continue
         expected = http(tool, raw)
@@ -531,3 +534,85 @@ def test_a_bug_is_answered_as_storage_unavailable_and_counted_as_a_bug(served: S
     assert 'oh_tool_calls_total{tool="read",outcome="bug"} 4' in metrics
     assert 'outcome="storage_unavailable"' not in metrics
     assert 'oh_events_total{event="bug"} 1' in metrics
+
+
+# Doubles as a scientist writes them: accepted on every transport and kept by their RFC 8785
+# form. An integer literal no JSON reader keeps exactly, and literals a double cannot hold, are
+# refused the same way everywhere.
+DOUBLES = (
+    b'{"avogadro": 6.022e23, "earth_kg": 5.972e24, "big": 1e21, "huge": 1e300,'
+    b' "twenty": 1e20, "negative": -2.5E+30, "tiny": 5e-324, "two": 2.0}'
+)
+NOT_NUMBERS_A_READER_KEEPS = [
+    b"9007199254740993",
+    b"-9007199254740993",
+    b"123456789012345678901234567890",
+    b"1e-400",
+    b"-2.5e-400",
+    b"1e400",
+    b"-1E999",
+]
+
+
+def test_doubles_are_doubles_on_every_transport(served: Served) -> None:
+    transports = {
+        "http": over_http(served, *_agent(served, "d-http")),
+        "mcp": over_mcp(served, _agent(served, "d-mcp")[1]),
+        "library": over_the_library(served, _agent(served, "d-library")[1]),
+    }
+    change = b'{"op": "add", "record": {"name": "fact:constants", "text": "c", "fields": %s}}'
+    written, read = {}, {}
+    for name, transport in transports.items():
+        body = b'{"based_on": 0, "request_id": "r-1", "changes": [' + change % DOUBLES + b"]}"
+        written[name] = transport("remember", body)
+        read[name] = transport("read", b'{"name": "fact:constants"}')
+    assert written["http"]["status"] == "applied", written["http"]
+    assert written["http"] == written["mcp"] == written["library"]
+    assert _comparable(read["http"]) == _comparable(read["mcp"]) == _comparable(read["library"])
+    fields = read["http"]["fields"]
+    assert fields == {
+        "avogadro": 6.022e23,
+        "earth_kg": 5.972e24,
+        "big": 1e21,
+        "huge": 1e300,
+        "twenty": 1e20,
+        "negative": -2.5e30,
+        "tiny": 5e-324,
+        "two": 2,
+    }
+    assert type(fields["two"]) is int and type(fields["avogadro"]) is float
+    # Kept by the RFC 8785 form: the digest every transport answered is over that text.
+    from oh.core.canonical import parse_input
+    from oh.core.changes import log_changes, parse_changes
+
+    (logged,) = log_changes(parse_changes(parse_input(b"[" + change % DOUBLES + b"]")))
+    assert logged.content is not None
+    for form in ("6.022e+23", "5.972e+24", "1e+21", "1e+300", "100000000000000000000", "-2.5e+30"):
+        assert form in logged.content, logged.content
+    assert read["http"]["digest"] == logged.digest == written["http"]["written"][0]["digest"]
+    for number in NOT_NUMBERS_A_READER_KEEPS:
+        fields_body = b'{"n": %s}' % number
+        body = b'{"based_on": 1, "request_id": "r-2", "changes": [' + change % fields_body + b"]}"
+        answers = {name: t("remember", body) for name, t in transports.items()}
+        codes = {name: a.get("error", {}).get("code") for name, a in answers.items()}
+        assert set(codes.values()) == {"invalid_argument"}, (number, answers)
+
+
+def test_a_library_callers_float_is_a_double_and_its_huge_int_is_refused(served: Served) -> None:
+    _, token = _agent(served, "py-doubles")
+    call = served.host.call_tool
+    record = {"name": "fact:mole", "text": "m", "fields": {"n": 6.022e23, "half": 0.5}}
+    done = call(
+        token,
+        "remember",
+        {"based_on": 0, "request_id": "r-1", "changes": [{"op": "add", "record": record}]},
+    )
+    assert done["status"] == "applied", done
+    assert call(token, "read", {"name": "fact:mole"})["fields"] == {"n": 6.022e23, "half": 0.5}
+    record = {"name": "fact:id", "text": "i", "fields": {"id": 2**53 + 1}}
+    refused = call(
+        token,
+        "remember",
+        {"based_on": 1, "request_id": "r-2", "changes": [{"op": "add", "record": record}]},
+    )
+    assert refused["error"]["code"] == "invalid_argument"

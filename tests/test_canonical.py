@@ -27,6 +27,7 @@ from oh.core.canonical import (
     canonical_bytes,
     canonical_text,
     check_json,
+    input_value,
     matches_digest,
     nested_deeper_than,
     parse_input,
@@ -284,10 +285,50 @@ def test_nan_and_infinity_are_refused(number: float, wrap: Any) -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["NaN", "Infinity", "-Infinity", "[1, NaN]", '{"a": Infinity}', "1e400", "-1e400", "[1E999]"],
+    [
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "[1, NaN]",
+        '{"a": Infinity}',
+        "1e400",
+        "-1e400",
+        "[1E999]",
+        "1e-400",
+        "[-2.5E-999]",
+    ],
 )
-def test_nan_and_infinity_in_json_text_are_refused(text: str) -> None:
+def test_nan_infinity_and_numbers_no_double_holds_in_json_text_are_refused(text: str) -> None:
     assert_refused(parse_json, text)
+    assert_refused(parse_input, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("6.022e23", "6.022e+23"),
+        ("5.972E24", "5.972e+24"),
+        ("1e21", "1e+21"),
+        ("1e300", "1e+300"),
+        ("1e20", "100000000000000000000"),
+        ("-2.5e+30", "-2.5e+30"),
+        ("5e-324", "5e-324"),
+        ("0e-400", "0"),
+        ("2.0", "2"),
+    ],
+)
+def test_a_number_with_a_fraction_or_an_exponent_is_a_double(text: str, canonical: str) -> None:
+    """As RFC 8785 and JavaScript read it: kept by its canonical form, never refused for being
+    integral and large (an integer literal is, below)."""
+    for parse in (parse_json, parse_input):
+        value = parse(f"[{text}]")
+        assert canonical_text(value) == f"[{canonical}]"
+        assert parse_json(canonical_text(value)) == value  # stored, it reads back the same
+    assert canonical_text(input_value([float(text)])) == f"[{canonical}]"
+    if canonical.isdigit() and int(canonical) > MAX_SAFE_INTEGER:
+        # RFC 8785 writes a double from 2^53 to 1e21 in digits; sent as input, digits are an
+        # integer literal, refused: a client writes such a double with an exponent.
+        assert_refused(parse_input, canonical)
 
 
 @pytest.mark.parametrize(

@@ -812,7 +812,6 @@ def test_hostile_input_is_a_typed_error_and_changes_nothing(
         fields(b"bytes"),
         fields({1: "an integer key"}),
         fields(2**60),
-        fields(2.5e300),
         fields(deep),
         fields("\ud800"),
         fields("x" * 2_000_000),

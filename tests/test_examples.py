@@ -148,7 +148,7 @@ def test_the_example_refuses_a_directory_that_is_not_empty_and_changes_nothing(
 
 
 def test_embedding_needs_only_the_base_install() -> None:
-    """No server, MCP or recall package is imported: ``pip install oh`` is enough."""
+    """No server, MCP or recall package is imported: Oh with no extra (``oh-memory``) is enough."""
     script = (
         f"import json, sys; sys.path.insert(0, {str(EXAMPLE)!r}); import agent_memory, app\n"
         "loaded = {name.split('.')[0] for name in sys.modules}\n"

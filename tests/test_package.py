@@ -191,3 +191,52 @@ def test_the_shipped_code_and_docs_never_cite_a_document_the_project_does_not_sh
     shipped += [ROOT / name for name in ("README.md", "CONTRIBUTING.md", "CHANGELOG.md")]
     citing = [str(p.relative_to(ROOT)) for p in shipped if re.search(r"\bSPEC\b", p.read_text())]
     assert citing == []
+
+
+def test_the_distribution_is_oh_memory_and_no_page_tells_a_user_to_install_oh() -> None:
+    """``oh`` on the package index is another project (a TCP/UDP echo server)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "oh-memory"
+    assert project["scripts"] == {"oh": "oh.cli:main"}
+    wrong = re.compile(r"pip install (-U |--upgrade )?['\"]?oh(\[|['\"\s]|$)", re.MULTILINE)
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    sources = sorted((ROOT / "src" / "oh").rglob("*.py"))
+    told = [
+        f"{path.relative_to(ROOT)}: {hit.group()!r}"
+        for path in [*pages, *sources]
+        for hit in wrong.finditer(path.read_text())
+        if "never" not in path.read_text()[max(0, hit.start() - 80) : hit.start()].lower()
+        and "fetches another" not in path.read_text()[hit.end() : hit.end() + 40]
+    ]
+    assert told == []
+
+
+def test_the_command_line_needs_no_extra_and_names_the_one_a_command_needs(tmp_path: Path) -> None:
+    """On a core install (no numpy, no server packages) ``oh`` starts, and a command that needs
+    an extra says which one to install, exit status 2, no traceback."""
+    # A module set to None in sys.modules cannot be imported: ModuleNotFoundError, as on a core
+    # install.
+    missing = ("numpy", "uvicorn", "fastapi", "mcp")
+    hide = f"import sys; [sys.modules.__setitem__(m, None) for m in {missing!r}]"
+    listing = subprocess.run(
+        [sys.executable, "-c", f"{hide}; import oh.cli; oh.cli.build_parser(); print('ok')"],
+        capture_output=True,
+        text=True,
+    )
+    assert listing.stdout.strip() == "ok", listing.stderr
+    for argv, extra in ((["serve"], "server"), (["index", "rebuild"], "server")):
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"{hide}; from oh.cli import main; raise SystemExit(main(sys.argv[1:]))",
+                *argv,
+                "--data",
+                str(tmp_path / "data"),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        assert run.returncode == 2, run.stderr
+        assert f"needs the {extra} extra" in run.stderr and "oh-memory[" in run.stderr
+        assert "Traceback" not in run.stderr

@@ -86,11 +86,15 @@ TOKEN = {"type": "string", "maxLength": MAX_TOKEN}
 SAYS_SOMETHING = "\\S"
 _names = {"type": "array", "items": NAME, "maxItems": MAX_LINKS, "uniqueItems": True}
 
-# Any JSON value Oh accepts: numbers whose value is an integer lie within ±(2^53-1).
+# Any JSON number: an integer literal (no fraction, no exponent) outside ±(2^53-1) is refused
+# when the body is read (oh.core.canonical), which a schema cannot say, since it sees values, not
+# how they were written; every other finite number is a double.
 JSON_NUMBER = {
     "type": "number",
-    "if": {"type": "integer"},
-    "then": {"minimum": -MAX_SAFE_INTEGER, "maximum": MAX_SAFE_INTEGER},
+    "description": (
+        "A finite number. An integer written without a fraction or an exponent must lie within"
+        " ±(2^53-1); any other number is an IEEE 754 double, kept by its RFC 8785 form."
+    ),
 }
 JSON_VALUE_REF = "#/$defs/json_value"
 JSON_VALUE = {

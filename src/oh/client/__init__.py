@@ -1,5 +1,5 @@
 """Oh's HTTP API from Python: ``Client`` (blocking) and ``AsyncClient`` (asyncio or trio), on
-httpx alone (``pip install 'oh[client]'``); importing this package never imports the server.
+httpx alone (``pip install 'oh-memory[client]'``); importing this package never imports the server.
 
 Every route of docs/http.md is one typed method; its result is the JSON the server answers, as
 a typed dictionary (``oh.client._types``). Every failure is an ``oh.errors.OhError`` with the

@@ -10,11 +10,19 @@ Only values JSON can carry without loss are accepted: no NaN or Infinity, no int
 ±(2^53−1), no lone surrogates, string keys only, bounded nesting.
 
 Input (a request body, a tool's arguments) is read by one rule on every transport, in
-``parse_input`` for JSON text and ``input_value`` for values a library caller built. A number is
-a number by value, as RFC 8785 and JSON Schema treat it: ``2``, ``2.0`` and ``2e0`` are the
-integer 2. A number whose value is an integer must lie within ±(2^53−1), the integers every JSON
-reader keeps exactly, so no integer is ever read as another; any other finite number is an IEEE
-754 double. Duplicate object keys, NaN and Infinity are refused. A request body nests at most
+``parse_input`` for JSON text and ``input_value`` for values a library caller built:
+
+* an integer literal (digits, no fraction, no exponent) must lie within ±(2^53−1), the integers
+  every JSON reader keeps exactly: a longer one, such as an id ``9007199254740993``, would be
+  read by some readers as another number, so it is refused (send it as text);
+* every other number is an IEEE 754 double, as RFC 8785 and JavaScript read it, and is kept by
+  its RFC 8785 form: ``6.022e23`` is stored as ``6.022e+23``, ``1e21`` as ``1e+21``. One whose
+  value is a safe integer is that integer (``2.0`` and ``2e0`` are 2, as JSON Schema counts);
+* a literal a double cannot hold is refused, never changed: one too large (``1e400``) and one
+  that underflows to zero (``1e-400``).
+
+The same goes for Python values: an ``int`` outside ±(2^53−1) is refused, a ``float`` is a
+double. Duplicate object keys, NaN and Infinity are refused. A request body nests at most
 ``MAX_INPUT_DEPTH`` (64) levels of arrays and objects, whichever transport carries it (over MCP
 the limit counts from the tool call's arguments, not from the JSON-RPC envelope around them).
 """
@@ -188,6 +196,10 @@ def _parse_int(text: str) -> int | float:
     raise InvalidArgument("integer outside ±(2^53-1)")
 
 
+def _parse_float(text: str) -> float:
+    return _double(text.lower())
+
+
 def parse_json(text: str | bytes, where: str = "JSON") -> Any:
     """Parse JSON strictly: duplicate keys, NaN/Infinity, lone surrogates and values that cannot
     be canonicalized are refused with ``InvalidArgument``."""
@@ -197,6 +209,7 @@ def parse_json(text: str | bytes, where: str = "JSON") -> Any:
             object_pairs_hook=_no_duplicate_keys,
             parse_constant=_no_constant,
             parse_int=_parse_int,
+            parse_float=_parse_float,
         )
     except InvalidArgument:
         raise
@@ -207,8 +220,8 @@ def parse_json(text: str | bytes, where: str = "JSON") -> Any:
 
 
 _UNSAFE_INTEGER = (
-    "an integral number outside ±(2^53-1), which not every JSON reader keeps exactly;"
-    " send such a value as text"
+    "an integer outside ±(2^53-1), which not every JSON reader keeps exactly: send an id as"
+    " text; a quantity written with a fraction or an exponent (6.022e23) is a double"
 )
 
 
@@ -222,14 +235,23 @@ def _input_int(text: str) -> int:
     return value
 
 
-def _input_float(text: str) -> int | float:
+def _double(text: str) -> float:
+    """A number literal with a fraction or an exponent, as the IEEE 754 double it names; one a
+    double cannot hold is refused, never changed (too large, or so small it would read as 0)."""
     value = float(text)
     if not math.isfinite(value):
         raise InvalidArgument(f"{text[:32]} is too large for a JSON number (an IEEE 754 double)")
-    if value.is_integer():
-        if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-            return int(value)
-        raise InvalidArgument(_UNSAFE_INTEGER)
+    if value == 0 and any(digit in "123456789" for digit in text.partition("e")[0].lower()):
+        raise InvalidArgument(
+            f"{text[:32]} is too small for a JSON number (an IEEE 754 double): it would read as 0"
+        )
+    return value
+
+
+def _input_float(text: str) -> int | float:
+    value = _double(text.lower())
+    if value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+        return int(value)  # 2.0 is 2
     return value
 
 
@@ -256,8 +278,9 @@ def nested_deeper_than(value: Any, limit: int) -> bool:
 
 def parse_input(text: str | bytes, where: str = "request body", *, envelope: int = 0) -> Any:
     """Parse JSON that arrives from outside: duplicate keys, NaN, Infinity and lone surrogates
-    refused, numbers read by the rule of this module's docstring (an integral value is an int;
-    outside ±(2^53-1) it is refused), and nesting deeper than ``MAX_INPUT_DEPTH`` refused, not
+    refused, numbers read by the rule of this module's docstring (an integer literal outside
+    ±(2^53-1) is refused; any other number is a double, an int when its value is a safe
+    integer), and nesting deeper than ``MAX_INPUT_DEPTH`` refused, not
     counting ``envelope`` levels around the body (a transport's message; the transport checks
     the body inside it with ``nested_deeper_than``).
 
@@ -309,11 +332,9 @@ def _input(value: Any, where: str) -> Any:
     if kind is float:
         if not math.isfinite(value):
             raise InvalidArgument(f"{where}: NaN and Infinity are not JSON")
-        if value.is_integer():
-            if -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
-                return int(value)
-            raise InvalidArgument(f"{where}: {_UNSAFE_INTEGER}")
-        return value
+        if value.is_integer() and -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+            return int(value)  # 5.0 is 5
+        return value  # a double: 6.022e23 stays one
     if kind is list or kind is tuple:
         items = None
         for index, item in enumerate(value):
@@ -343,7 +364,8 @@ def _input(value: Any, where: str) -> Any:
 
 def input_value(value: Any, where: str = "arguments") -> Any:
     """A value a library caller built, read by the same rule as ``parse_input``: ``5.0`` is 5,
-    an integral value outside ±(2^53-1) is refused, and anything JSON cannot carry is refused.
+    an ``int`` outside ±(2^53-1) is refused, a ``float`` is a double (``6.022e23`` stays one),
+    and anything JSON cannot carry is refused.
     Returns ``value`` itself when nothing changes. Nesting is limited where a value is used."""
     try:
         return _input(value, where)

