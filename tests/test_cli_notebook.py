@@ -5,6 +5,7 @@ by the official MCP client."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -122,7 +123,51 @@ def test_notebook_open_refuses_an_unregistered_document_and_a_missing_data_dir(
 ) -> None:
     done = oh(shell, "notebook", "open", "--owner", "ann", "--document", "nope", "--run", "r",
               "--data", "oh-data")  # fmt: skip
-    assert (done.returncode, done.stderr) == (2, "oh notebook: not_found: no document nope\n")
+    assert done.returncode == 2
+    assert done.stderr.startswith("oh notebook: not_found: no document nope: register it first")
+    assert "oh document put --owner OWNER nope" in done.stderr  # what to run
     bad_pin = oh(shell, "notebook", "open", "--owner", "ann", "--document", "nope", "--run", "r",
                  "--pin", "1.5", "--data", "oh-data")  # fmt: skip
     assert bad_pin.returncode == 2 and "a revision is latest or a number" in bad_pin.stderr
+
+
+def test_notebook_open_names_the_server_that_runs_or_oh_url_and_needs_no_mcp_sdk(
+    tmp_path: Path,
+) -> None:
+    """On another port than 8765, the printed MCP configs point where the server listens: the
+    address the running ``oh serve`` recorded, or ``OH_URL``, or ``--url``; and printing them
+    loads no MCP SDK (it is the slow import of the command)."""
+    from oh.testing.served import Served
+
+    data = tmp_path / "data"
+    open_args = ["notebook", "open", "--owner", "ann", "--document", "doc", "--run"]
+    with Served(data) as served:
+        served.owner_token("ann")
+        put = oh(tmp_path, "document", "put", "--owner", "ann", "doc", "--data", str(data))
+        assert put.returncode == 0, put.stderr
+        seen = oh(tmp_path, *open_args, "r-1", "--data", str(data), "--json")
+        assert seen.returncode == 0, seen.stderr
+        assert json.loads(seen.stdout)["mcp_url"] == f"{served.url}/mcp"
+    after = oh(tmp_path, *open_args, "r-1", "--data", str(data), "--json")
+    assert json.loads(after.stdout)["mcp_url"] == "http://127.0.0.1:8765/mcp"  # none runs now
+    env = {**os.environ, "OH_URL": "http://127.0.0.1:9000"}
+    told = subprocess.run(
+        [sys.executable, "-m", "oh.cli", *open_args, "r-1", "--data", str(data), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert json.loads(told.stdout)["mcp_url"] == "http://127.0.0.1:9000/mcp"
+    flag = oh(tmp_path, *open_args, "r-1", "--data", str(data), "--url", "http://h:1", "--json")
+    assert json.loads(flag.stdout)["mcp_url"] == "http://h:1/mcp"
+    probe = (
+        "import sys; from oh.cli import main; code = main(sys.argv[1:]);"
+        " assert 'mcp' not in sys.modules, 'the MCP SDK was imported'; raise SystemExit(code)"
+    )
+    light = subprocess.run(
+        [sys.executable, "-c", probe, *open_args, "r-1", "--data", str(data)],
+        capture_output=True,
+        text=True,
+    )
+    assert light.returncode == 0, light.stderr

@@ -8,7 +8,6 @@ command, `oh` is not on PATH, so what the user is told to type must work without
 
 from __future__ import annotations
 
-import html
 import os
 import queue
 import re
@@ -133,19 +132,23 @@ def test_the_banner_is_printed_only_once_the_port_accepts_connections(tmp_path: 
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
 
 
-def test_the_panel_and_the_api_name_the_same_working_command_as_the_banner(
+def test_the_panel_and_the_api_say_how_to_get_a_token_and_the_banner_how_exactly(
     tmp_path: Path,
 ) -> None:
-    """The sign-in page and an unauthenticated answer tell the user how to get a token: with
-    the command the banner prints, which works as written (not a bare `oh` off PATH)."""
-    argv = [str(OH), "serve", "--data", str(tmp_path / "data"), "--port", "0"]
+    """The sign-in page and an unauthenticated answer tell the user how to get a token without
+    showing a caller who has not signed in any path of the server; the banner, on the server's
+    own console, prints the exact command, which works as written (not a bare `oh` off PATH)."""
+    data = tmp_path / "data"
+    argv = [str(OH), "serve", "--data", str(data), "--port", "0"]
     with _serving(argv, _fresh_env()) as serving:
         banner = serving.banner()
         url, command = _url_of(banner), _owner_token_command(banner)
+        assert str(data) in command
         sign_in = httpx.get(f"{url}/panel/login", timeout=30).text
-        assert html.escape(command) in sign_in
-        refused = httpx.get(f"{url}/v1/knowledge", timeout=30).json()
-        assert command in refused["error"]["message"]
+        refused = httpx.get(f"{url}/v1/knowledge", timeout=30).json()["error"]["message"]
+        for shown in (sign_in, refused):
+            assert "oh token create --owner NAME" in shown and "banner" in shown
+            assert str(tmp_path) not in shown and str(OH) not in shown
         created = _shell(command, _fresh_env())
         assert created.returncode == 0, created.stderr
         assert _token_works(url, created.stdout.strip().splitlines()[-1])

@@ -1271,3 +1271,14 @@ def test_a_notebook_past_its_forget_time_shows_no_note_and_its_real_state(tmp_pa
     gone = client.get(f"/panel/notebooks/{forgotten.id}").text
     assert "zforgottentext" not in gone and "<dt>Forgotten</dt>" in gone
     assert "<dt>Forgets</dt>" not in gone
+
+
+def test_characters_that_reorder_or_hide_text_are_shown_as_marks(world: World) -> None:
+    """A note's text may hold a right-to-left override: shown as it is, ``report-42\u202egpj.exe``
+    would read ``report-42exe.jpg``. The panel shows each such character as a mark naming it."""
+    opened = _alice_notebook(world)
+    opened.remember(_add("lead:attachment", "open report-42\u202egpj.exe and a\u200bb"))
+    page = _sign_in(_client(world), world.tokens["alice"]).get(f"/panel/notebooks/{opened.id}")
+    assert page.status_code == 200
+    assert "report-42⟦U+202E⟧gpj.exe" in page.text and "a⟦U+200B⟧b" in page.text
+    assert "\u202e" not in page.text and "\u200b" not in page.text

@@ -26,7 +26,9 @@ from oh.errors import Forbidden, NotFound, Unauthenticated
 from oh.storage.base import HostRegistry
 
 __all__ = [
+    "AGENT_TOKEN_ENV",
     "AGENT_TOKEN_PREFIX",
+    "NO_DOCUMENT",
     "OWNER_TOKEN_PREFIX",
     "Credentials",
     "Documents",
@@ -35,6 +37,8 @@ __all__ = [
 
 OWNER_TOKEN_PREFIX = "oho_"  # noqa: S105 - a prefix, not a secret
 AGENT_TOKEN_PREFIX = "oha_"  # noqa: S105 - a prefix, not a secret
+# Where ``oh mcp`` reads the agent token from (never its command line, which others can see).
+AGENT_TOKEN_ENV = "OH_AGENT_TOKEN"  # noqa: S105 - the variable's name, not a secret
 _MAX_OWNER_TOKEN = 200
 
 
@@ -84,18 +88,39 @@ class Credentials:
         return f"{AGENT_TOKEN_PREFIX}{notebook_id}.{self._agent_mac(notebook_id)}"
 
     def agent(self, token: str | None) -> str:
-        """The notebook an agent credential names; ``unauthenticated`` otherwise."""
-        if (
-            not token
-            or not token.isascii()
-            or not token.startswith(AGENT_TOKEN_PREFIX)
-            or token.count(".") != 1
-        ):
-            raise Unauthenticated("an agent token for this notebook is required")
+        """The notebook an agent credential names; ``unauthenticated`` otherwise, with a
+        message that says what was wrong with the credential (none, an owner's, not shaped like
+        an agent token, not issued here) and never whether any notebook exists."""
+        if not token:
+            raise Unauthenticated(
+                "no agent token: send the notebook's agent token as 'Authorization: Bearer"
+                f" {AGENT_TOKEN_PREFIX}…' (oh notebook open prints it; over stdio, set"
+                f" {AGENT_TOKEN_ENV})"
+            )
+        if token.startswith(OWNER_TOKEN_PREFIX):
+            raise Unauthenticated(
+                "an owner token cannot call an agent's tools: use the notebook's agent token"
+                f" ({AGENT_TOKEN_PREFIX}…, printed by oh notebook open)"
+            )
+        if not token.isascii() or not token.startswith(AGENT_TOKEN_PREFIX) or token.count(".") != 1:
+            raise Unauthenticated(
+                f"malformed agent token: an agent token is {AGENT_TOKEN_PREFIX}<notebook id>.<64"
+                " hex digits>, as oh notebook open prints it"
+            )
         notebook_id, mac = token[len(AGENT_TOKEN_PREFIX) :].split(".")
         if not hmac.compare_digest(mac, self._agent_mac(notebook_id)):
-            raise Unauthenticated("not an agent token issued by this host")
+            raise Unauthenticated(
+                "not an agent token issued by this host (from another host, or altered): use"
+                " the one oh notebook open printed for this notebook"
+            )
         return notebook_id
+
+
+# A document that is not registered (or is another owner's, which the answer does not tell).
+NO_DOCUMENT = (
+    "no document {document}: register it first (oh document put --owner OWNER {document},"
+    " or PUT /v1/documents/{document})"
+)
 
 
 class Documents:
@@ -123,7 +148,7 @@ class Documents:
         check_identifier(document, "document")
         holder = self._registry.document_owner(document)
         if holder is None:
-            raise NotFound(f"no document {document}")
+            raise NotFound(NO_DOCUMENT.format(document=document))
         if holder != owner:
             raise Forbidden(f"document {document} belongs to another owner")
 

@@ -119,6 +119,16 @@ class Locations:
     # warning each time the stores open. Sealed is the default everywhere (docs/keys.md).
     sealed: bool = True
 
+    def __post_init__(self) -> None:
+        # ``Locations("oh-data")`` as readily as ``Locations(Path("oh-data"))``: a path given as
+        # text is a path (anything else is a typed error here, not a TypeError deep inside).
+        for name in ("data_dir", "keys_dir"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                object.__setattr__(self, name, Path(value))
+            elif not (isinstance(value, Path) or (value is None and name == "keys_dir")):
+                raise InvalidArgument(f"Locations.{name} is a path (str or pathlib.Path)")
+
     @classmethod
     def resolve(
         cls,

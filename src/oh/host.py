@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from oh.access import Credentials, Documents, bearer_token
+from oh.access import NO_DOCUMENT, Credentials, Documents, bearer_token
 from oh.core.canonical import input_value
 from oh.core.changes import LogEntry, Refused, parse_changes
 from oh.core.clock import Clock, system_clock, utc_text
@@ -315,7 +315,10 @@ class Host:
         """Authenticate an agent and recheck its access, as on every tool call."""
         agent_notebook = self.agent(token)
         if notebook_id is not None and notebook_id != agent_notebook:
-            raise Forbidden("this agent token belongs to another notebook")
+            raise Forbidden(
+                "this agent token belongs to another notebook: use the token oh notebook open"
+                " printed for this one"
+            )
         notebook = self._memory.notebook(agent_notebook)
         # The owner must still own the document: a removed document closes its notebooks.
         if self._documents.owner_of(notebook.document) != notebook.owner:
@@ -353,7 +356,7 @@ class Host:
         found either, so the answer says nothing about whether it exists."""
         check_identifier(document, "document")
         if self._documents.owner_of(document) != owner:
-            raise NotFound(f"no document {document}")
+            raise NotFound(NO_DOCUMENT.format(document=document))
 
     def remove_document(self, owner: str, document: str) -> int:
         """Remove a document and forget all its notebooks; return how many were forgotten."""

@@ -843,7 +843,13 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
-            return _error_response(NotFound("no such route"))
+            path = request.url.path
+            notebook_id, _, rest = path.removeprefix(_TOOLS_PREFIX).partition("/")
+            section, _, tool = rest.partition("/")
+            if path.startswith(_TOOLS_PREFIX) and notebook_id and section == "tools" and tool:
+                listed = ", ".join(TOOL_NAMES)
+                return _error_response(NotFound(f"no tool {tool!r}; the tools are {listed}"))
+            return _error_response(NotFound("no such route (the routes are listed at /docs)"))
         if exc.status_code == 405:
             allow = _allowed(request.app, request.scope)
             response = _error_response(

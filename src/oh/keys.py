@@ -310,6 +310,11 @@ class NotebookCipher:
 
         The token and its value are remembered (``keep``) unless the caller knows it will not
         ask again (a request id, a fingerprint: one per call)."""
+        if type(value) is not str:  # a damaged row's value, passed back to find its row
+            kind = type(value).__name__
+            raise IntegrityError(
+                f"notebook {self.notebook_id}: a {column} of the wrong type ({kind})"
+            )
         key = (self.notebook_id, column, value)
         values = self._values
         found = values.get(key)

@@ -45,6 +45,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from oh._version import __version__
+from oh.access import AGENT_TOKEN_ENV
 from oh.core.canonical import MAX_INPUT_DEPTH, nested_deeper_than, parse_input
 from oh.errors import InvalidArgument, NotFound
 from oh.host import INLINE_TOOLS, Host, bearer_token
@@ -66,7 +67,6 @@ __all__ = [
 
 
 BOOTSTRAP_URI = "oh://bootstrap"
-AGENT_TOKEN_ENV = "OH_AGENT_TOKEN"  # noqa: S105 - the variable's name, not a secret
 
 DESCRIPTIONS: dict[str, str] = {
     "remember": (

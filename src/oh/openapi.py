@@ -33,7 +33,9 @@ _PARAMETERS: dict[str, dict[str, Any]] = {
         "minLength": 1,
         "maxLength": 200,
         "pattern": f"^[^/{CONTROL_CHARACTERS}]*$",
-        "description": "the host's id of a document (no control characters, no /)",
+        "description": (
+            "the host's id of a document (no control, bidirectional or zero-width characters, no /)"
+        ),
     },
     "notebook_id": {**identifier_schema(), "description": "a notebook id (nb_...)"},
     "name": {**NAME, "description": "a record name, <kind>:<slug>"},

@@ -524,7 +524,7 @@ def validate_arguments(tool: str, arguments: Any) -> None:
 
 # What a pattern means, for people: "must match pattern ^[^\u0000-...]*$" says nothing to them.
 _PATTERNS = {
-    IDENTIFIER_PATTERN: "must hold no control characters (U+0000-U+001F, U+007F-U+009F)",
+    IDENTIFIER_PATTERN: "must hold no control, bidirectional or zero-width characters",
     SAYS_SOMETHING: "must hold more than white space",
     NAME_PATTERN: "must be a record name <kind>:<slug>",
 }

@@ -425,7 +425,7 @@ def _field(line: dict[str, Any], key: str, kind: type | tuple[type, ...], where:
     # Ids, names and stamps: what the API never accepts, an import never stores (a NUL would be
     # cut off by the driver, and the data would no longer match its hashes).
     if type(value) is str and contains_control(value):
-        raise InvalidArgument(f"{where}: {key} holds a control character")
+        raise InvalidArgument(f"{where}: {key} holds an invisible character (control or bidi)")
     return value
 
 

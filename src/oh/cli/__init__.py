@@ -100,7 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        parser.print_help(sys.stderr)  # a bare ``oh``: what it can do, not "required: COMMAND"
+        return 2
+    args = parser.parse_args(argv)
     try:
         return int(args.handler(args))
     except OhError as exc:

@@ -21,7 +21,7 @@ __all__ = ["add_rebuild_arguments", "cmd_index", "configure_index", "rebuild_com
 
 
 def configure_index(command: argparse.ArgumentParser) -> None:
-    command.add_argument("action", choices=["rebuild"])
+    command.add_argument("action", choices=["rebuild"], metavar="{rebuild}")
     add_rebuild_arguments(command)
 
 

@@ -136,4 +136,5 @@ def register(
     )
     status.add_argument("--json", action="store_true", help="print one JSON object")
     status.set_defaults(handler=cmd_status)
+    actions.metavar = "{" + ",".join(actions.choices) + "}"  # a missing action names them
     return key

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
-from oh.cli.options import read_locations
+from oh.access import AGENT_TOKEN_ENV
+from oh.cli.options import read_locations, recorded_address
 from oh.cli.serve import location_flags, this_oh
 from oh.config import close_host, open_host
 
@@ -29,13 +31,13 @@ DEFAULT_URL = "http://127.0.0.1:8765"  # where ``oh serve`` listens unless told 
 
 
 def configure_document(command: argparse.ArgumentParser) -> None:
-    command.add_argument("action", choices=["put"])
+    command.add_argument("action", choices=["put"], metavar="{put}")
     command.add_argument("document", metavar="DOC", help="the document's id in your host")
     command.add_argument("--owner", required=True, metavar="NAME")
 
 
 def configure_notebook(command: argparse.ArgumentParser) -> None:
-    command.add_argument("action", choices=["open"])
+    command.add_argument("action", choices=["open"], metavar="{open}")
     command.add_argument("--owner", required=True, metavar="NAME")
     command.add_argument("--document", required=True, metavar="DOC")
     command.add_argument("--run", required=True, metavar="RUN", help="the agent run's id")
@@ -49,8 +51,8 @@ def configure_notebook(command: argparse.ArgumentParser) -> None:
     command.add_argument("--run-kind", default="chat", metavar="KIND", help="(chat)")
     command.add_argument(
         "--url",
-        default=DEFAULT_URL,
-        help=f"where oh serve listens, for the MCP URL ({DEFAULT_URL})",
+        help="where oh serve listens, for the MCP URL (default: OH_URL, else the address the"
+        f" oh serve running on this data directory recorded, else {DEFAULT_URL})",
     )
     command.add_argument(
         "--json", action="store_true", help="print one JSON object (for scripts) instead"
@@ -89,7 +91,8 @@ def cmd_notebook(args: argparse.Namespace) -> int:
         token = host.agent_token(notebook.id)
     finally:
         close_host(host)
-    mcp_url = f"{args.url.rstrip('/')}/mcp"
+    url = args.url or os.environ.get("OH_URL") or recorded_address(locations) or DEFAULT_URL
+    mcp_url = f"{url.rstrip('/')}/mcp"
     stdio, http = mcp_configs(notebook.id, token, mcp_url, location_flags(locations))
     if args.json:
         answer = {
@@ -121,8 +124,6 @@ def mcp_configs(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``mcpServers`` configurations for one notebook: ``oh mcp`` over stdio, run by this
     very ``oh`` with absolute database locations, and the streamable HTTP endpoint."""
-    from oh.mcp import AGENT_TOKEN_ENV  # the MCP SDK loads only for the command that needs it
-
     command, *prefix = this_oh()
     stdio = {
         "mcpServers": {

@@ -9,11 +9,26 @@ reads them (then the environment, then the defaults) into ``oh.config.Locations`
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import time
+from pathlib import Path
 
 from oh.config import Locations
+from oh.errors import OhError
 
-__all__ = ["MAX_PROCESSES", "common", "parse_every", "process_count", "read_locations"]
+__all__ = [
+    "MAX_PROCESSES",
+    "SERVE_ADDRESS_FILE",
+    "StopFlag",
+    "common",
+    "forget_address",
+    "parse_every",
+    "process_count",
+    "read_locations",
+    "record_address",
+    "recorded_address",
+]
 
 
 def common() -> argparse.ArgumentParser:
@@ -105,3 +120,61 @@ class StopFlag:
                 break
             time.sleep(min(left, self.SLICE))
         return self._set
+
+
+# Where a running ``oh serve`` says it listens, in the keys directory every server has: ``oh
+# notebook open`` prints MCP configs with that address when not told another.
+SERVE_ADDRESS_FILE = "serve-address.json"
+
+
+def record_address(locations: Locations, url: str) -> None:
+    """Say where this ``oh serve`` listens (for as long as it runs; ``forget_address``)."""
+    path = locations.keys_path() / SERVE_ADDRESS_FILE
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(json.dumps({"url": url, "pid": os.getpid()}) + "\n", "utf-8")
+        os.replace(temporary, path)
+    except OSError:
+        pass  # only a convenience for ``oh notebook open``
+
+
+def forget_address(locations: Locations) -> None:
+    """Take back this process's ``record_address`` (another server's record is left alone)."""
+    path = locations.keys_path() / SERVE_ADDRESS_FILE
+    if _address(path, alive=False) is not None and _pid(path) == os.getpid():
+        path.unlink(missing_ok=True)
+
+
+def recorded_address(locations: Locations) -> str | None:
+    """The address the ``oh serve`` running on these locations recorded; None when none runs."""
+    try:
+        path = locations.keys_path() / SERVE_ADDRESS_FILE
+    except OhError:
+        return None
+    return _address(path, alive=True)
+
+
+def _pid(path: Path) -> int | None:
+    try:
+        pid = json.loads(path.read_text("utf-8")).get("pid")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return pid if type(pid) is int else None
+
+
+def _address(path: Path, *, alive: bool) -> str | None:
+    try:
+        record = json.loads(path.read_text("utf-8"))
+        url, pid = record["url"], record["pid"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if type(url) is not str or type(pid) is not int or not url.startswith("http"):
+        return None
+    if alive:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None  # the server that recorded it is gone
+        except PermissionError:
+            pass  # alive, another user's
+    return url

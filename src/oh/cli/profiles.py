@@ -228,4 +228,5 @@ def register(
     listing.add_argument("--owner", metavar="NAME", required=True, help="the owner")
     listing.add_argument("--json", action="store_true", help="print the list as JSON")
     listing.set_defaults(handler=cmd_list)
+    actions.metavar = "{" + ",".join(actions.choices) + "}"  # a missing action names them
     return profile

@@ -16,7 +16,7 @@ __all__ = ["cmd_demo", "cmd_postgres", "cmd_schemas", "configure_postgres"]
 
 
 def configure_postgres(command: argparse.ArgumentParser) -> None:
-    command.add_argument("action", choices=["roles"])
+    command.add_argument("action", choices=["roles"], metavar="{roles}")
     command.add_argument("--schema", default="oh")
     command.add_argument("--app-role", default="oh_app")
     command.add_argument("--purge-role", default="oh_purge")

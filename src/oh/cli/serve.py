@@ -3,7 +3,8 @@ owners, and the owner tokens it checks.
 
 ``oh serve`` binds its port before anything is opened and prints its banner only once the port
 accepts connections; the banner names an owner-token command that works as written from any
-directory (``owner_token_command``, which the panel's sign-in page shows too). Both serving
+directory (``owner_token_command``; a caller not yet signed in, on the panel's sign-in page or
+in a 401, is told ``PUBLIC_OWNER_TOKEN_COMMAND``, which names no path). Both serving
 commands run the purge worker in a process of its own unless told ``--no-purge``
 (``oh.cli.purge_worker``).
 """
@@ -26,7 +27,14 @@ from typing import Any
 
 from oh._version import __version__
 from oh.cli.keys import warn_created
-from oh.cli.options import StopFlag, parse_every, process_count, read_locations
+from oh.cli.options import (
+    StopFlag,
+    forget_address,
+    parse_every,
+    process_count,
+    read_locations,
+    record_address,
+)
 from oh.cli.purge_worker import DEFAULT_PURGE_EVERY, PURGE_STATUS_FILE, PurgeWorker
 from oh.config import (
     Locations,
@@ -85,7 +93,7 @@ def configure_mcp(command: argparse.ArgumentParser) -> None:
 
 
 def configure_token(command: argparse.ArgumentParser) -> None:
-    command.add_argument("action", choices=["create"])
+    command.add_argument("action", choices=["create"], metavar="{create}")
     command.add_argument("--owner", required=True, metavar="NAME")
 
 
@@ -180,7 +188,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             locations=locations,
             recall=RecallConfig.resolve(locations, args.recall, args.recall_deadline),
             base=base,
-            owner_token_command=owner_token_command(locations),
+            # Shown to callers not yet signed in (the 401 of an owner route, the panel's
+            # sign-in page): no path of this machine. The banner prints the exact command.
+            owner_token_command=PUBLIC_OWNER_TOKEN_COMMAND,
             log_level=args.log_level,
             purge_every=None if purge is None else purge.every,
             purge_status=None if purge is None else purge.status_file,
@@ -191,6 +201,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             # The purge worker starts once the server opened (and made) the databases.
             if purge is not None:
                 purge.start()
+            record_address(locations, base)
             print("\n".join(banner), flush=True)
 
         workers = getattr(args, "workers", 1)
@@ -199,6 +210,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             return _supervise(worker, workers, listener, started)
     finally:
+        forget_address(locations)
         if purge is not None:
             purge.stop()
         listener.close()
@@ -390,9 +402,13 @@ def _banner(locations: Locations, base: str, purge: PurgeWorker | None = None) -
     ]
 
 
+_PUBLIC_COMMAND = "oh token create --owner NAME, run where the server runs"
+PUBLIC_OWNER_TOKEN_COMMAND = f"{_PUBLIC_COMMAND} (its banner shows the exact command)"
+
+
 def owner_token_command(locations: Locations, owner: str = "you") -> str:
     """The command that creates an owner token for these databases, working as written from
-    any directory (the banner prints it; the panel's sign-in page shows it)."""
+    any directory (the banner prints it, on the server's own console)."""
     token = shlex.join(["token", "create", "--owner", owner, *location_flags(locations)])
     return f"{oh_command()} {token}"
 

@@ -5,8 +5,15 @@ An identifier is 1 to ``limit`` characters of text without control characters: n
 (U+0000 to U+001F), no DEL (U+007F) and no C1 control (U+0080 to U+009F). Such a character in an
 identifier is never meant, prints as nothing or moves the cursor, and a NUL is cut off by
 database drivers, so an identifier holding one could not be read back as it was written.
-Everything else is allowed, spaces and any script included. Lone surrogates cannot be UTF-8 and
-are refused too. ``IDENTIFIER_PATTERN`` is the same rule as a JSON Schema pattern.
+
+Nor the invisible format characters that make one name look like another: the bidirectional
+controls (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to U+2069), which reorder what is
+displayed (``report-42\u202egpj.exe`` shows as ``report-42exe.jpg``), and the characters that
+print as nothing (U+00AD, U+180E, U+200B, U+2060 to U+2064, U+FEFF). The zero-width joiner and
+non-joiner (U+200C, U+200D) stay allowed: Persian, the Indic scripts and emoji sequences need them
+to spell words. Everything else is allowed, spaces and any script included. Lone surrogates
+cannot be UTF-8 and are refused too. ``IDENTIFIER_PATTERN`` is the same rule as a JSON Schema
+pattern.
 """
 
 from __future__ import annotations
@@ -26,7 +33,10 @@ __all__ = [
 ]
 
 # One class for Python's ``re`` and for ECMA 262 regular expressions (what JSON Schema uses).
-CONTROL_CHARACTERS = "\\u0000-\\u001f\\u007f-\\u009f"
+CONTROL_CHARACTERS = (
+    "\\u0000-\\u001f\\u007f-\\u009f\\u00ad\\u061c\\u180e\\u200b\\u200e\\u200f\\u202a-\\u202e"
+    "\\u2060-\\u2064\\u2066-\\u2069\\ufeff"
+)
 IDENTIFIER_PATTERN = f"^[^{CONTROL_CHARACTERS}]*$"
 _CONTROL = re.compile(f"[{CONTROL_CHARACTERS}]")
 
@@ -39,8 +49,8 @@ def check_identifier(value: Any, where: str, limit: int = 200) -> str:
     found = _CONTROL.search(value)
     if found is not None:
         raise InvalidArgument(
-            f"{where} contains the control character U+{ord(found.group()):04X};"
-            " identifiers hold no control characters (U+0000-U+001F, U+007F-U+009F)"
+            f"{where} contains the invisible character U+{ord(found.group()):04X};"
+            " identifiers hold no control, bidirectional or zero-width characters"
         )
     if not value.isascii():
         try:

@@ -29,9 +29,34 @@ __all__ = [
 ]
 
 
+# Characters that reorder or hide what is displayed (bidirectional controls, zero-width and
+# other invisible characters, the C0 and C1 controls but tab and newline): a note's text may hold
+# them, and shown as they are, ``report-42\u202egpj.exe`` would read ``report-42exe.jpg``. The
+# panel shows each as a visible mark naming it instead.
+_SHOWN_VISIBLY = {
+    code: f"⟦U+{code:04X}⟧"
+    for code in (
+        *range(0x09),
+        *range(0x0B, 0x20),
+        *range(0x7F, 0xA0),
+        0x00AD,
+        0x061C,
+        0x180E,
+        0x200B,
+        0x200E,
+        0x200F,
+        *range(0x202A, 0x202F),
+        *range(0x2060, 0x2065),
+        *range(0x2066, 0x206A),
+        0xFEFF,
+    )
+}
+
+
 def esc(value: Any) -> str:
-    """Text safe in element content and in quoted attribute values."""
-    return html.escape(str(value), quote=True)
+    """Text safe in element content and in quoted attribute values, every invisible or
+    reordering character shown as a visible mark (``⟦U+202E⟧``)."""
+    return html.escape(str(value).translate(_SHOWN_VISIBLY), quote=True)
 
 
 @dataclass(frozen=True, slots=True)
