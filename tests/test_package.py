@@ -240,3 +240,18 @@ def test_the_command_line_needs_no_extra_and_names_the_one_a_command_needs(tmp_p
         assert run.returncode == 2, run.stderr
         assert f"needs the {extra} extra" in run.stderr and "oh-memory[" in run.stderr
         assert "Traceback" not in run.stderr
+
+
+def test_no_shell_block_of_the_docs_runs_an_oh_or_python_that_is_not_on_path() -> None:
+    """After the README's install, ``oh`` and the project's Python are in ``.venv/bin``, not on
+    ``PATH``: a page's shell block names them so, or it does not run as written."""
+    fence = re.compile(r"^```(?:sh|bash|console)\n(.*?)^```$", re.S | re.M)
+    bare = re.compile(r"^\s*(oh|python)\s|\|\s*oh\s", re.M)
+    found = [
+        f"{page.relative_to(ROOT)}: {line.strip()}"
+        for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+        for block in fence.findall(page.read_text())
+        for line in block.splitlines()
+        if bare.search(line)
+    ]
+    assert found == []

@@ -1,6 +1,6 @@
 """Sponge, a document library, gives its agents working memory with Oh embedded as a library.
 
-    python examples/sponge/app.py [DIR]
+    .venv/bin/python examples/sponge/app.py [DIR]
 
 DIR (new or empty; by default a new temporary directory, which is kept) receives Sponge's own
 ``sponge.db`` and Oh's data directory ``oh/``; ``oh verify --data DIR/oh`` checks the latter.
@@ -10,6 +10,7 @@ transcript is the same on every run.
 
 from __future__ import annotations
 
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable
@@ -209,7 +210,10 @@ def walk(directory: Path, say: Say) -> bool:
             f" {knowledge.entries} knowledge revisions: {verdict}")  # fmt: skip
         for problem in notes.problems + knowledge.problems:
             say(f"   {problem.notebook_id}: {problem.what}: {problem.detail}")
-        say(f"Check it yourself: oh verify --data {directory / 'oh'}")
+        # The ``oh`` beside this Python: after a checkout's install it is not on PATH.
+        oh = Path(sys.executable).with_name("oh")
+        command = shlex.quote(str(oh)) if oh.is_file() else "oh"
+        say(f"Check it yourself: {command} verify --data {shlex.quote(str(directory / 'oh'))}")
         return notes.ok and knowledge.ok
     finally:
         memory.close()
