@@ -115,9 +115,10 @@ def test_nothing_shown_before_sign_in_holds_a_path_of_the_server(served: Served)
 def test_locations_take_a_path_as_text(tmp_path: Path) -> None:
     from oh.config import Locations, close_host, open_host
     from oh.errors import InvalidArgument
+    from oh.testing.lifecycle import FakeClock
 
     where = str(tmp_path / "data")
-    host = open_host(Locations(where))
+    host = open_host(Locations(where), clock=FakeClock())
     try:
         assert host.register_document("you", "doc")
     finally:
