@@ -7,7 +7,6 @@ import argparse
 import copy
 import itertools
 import json
-import os
 import random
 import re
 import sqlite3
@@ -1312,11 +1311,12 @@ def test_the_example_pack_in_the_docs_loads() -> None:
 
 
 def test_the_seal_command_in_the_docs_reseals_an_edited_pack(tmp_path: Path) -> None:
-    (command,) = re.findall(r"```sh\n(python -c .*?)\n```", DOCS, re.S)
+    (command,) = re.findall(r"```sh\n(\.venv/bin/python -c .*?)\n```", DOCS, re.S)
     path = tmp_path / "my-pack.json"
     path.write_text(json.dumps({**seal(REEF), "version": "1.0.1"}))
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run(["sh", "-c", command], cwd=tmp_path, env=env, check=True)
+    # As in a checkout after the README's install: the project's Python is .venv/bin/python.
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    subprocess.run(["sh", "-c", command], cwd=tmp_path, check=True)
     assert str(read_pack(path).version) == "1.0.1"
 
 
