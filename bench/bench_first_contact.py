@@ -26,7 +26,6 @@ import argparse
 import json
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -35,6 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+
+from oh.testing.served import Served, remember_over_http
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,12 +46,6 @@ def _timed(argv: list[str], **kwargs: Any) -> tuple[float, subprocess.CompletedP
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} failed:\n{done.stdout}\n{done.stderr}")
     return time.perf_counter() - started, done
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def main() -> None:
@@ -84,70 +79,25 @@ def run(work: Path) -> dict[str, tuple[float, float | None]]:
     seconds, _ = _timed([*pip, "--disable-pip-version-check", f"{wheel}[server]"])
     install += seconds
     oh = str(work / "venv" / "bin" / "oh")
-    python = str(work / "venv" / "bin" / "python")
-    start_baseline, _ = _timed([python, "-c", "pass"])
-    data = work / "data"
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = (work / "serve.log").open("wb")
+    start_baseline, _ = _timed([str(work / "venv" / "bin" / "python"), "-c", "pass"])
     started = time.perf_counter()
-    server = subprocess.Popen([oh, "serve", "--data", str(data), "--port", str(port)], stdout=log,
-                              stderr=log)  # fmt: skip
-    try:
-        while True:
-            try:
-                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None:
-                raise SystemExit((work / "serve.log").read_text())
-            time.sleep(0.05)
+    # The installed oh, not this checkout's: ``Served`` runs the command it is given.
+    with Served(work / "data", command=[oh]) as served:
         first_server = time.perf_counter() - started
         started = time.perf_counter()
-        where = ["--data", str(data)]
-        _, made = _timed([oh, "token", "create", "--owner", "you", *where])
-        token = made.stdout.strip().splitlines()[-1]
-        _timed([oh, "document", "put", "--owner", "you", "report-42", *where])
-        _, opened = _timed(
-            [
-                oh,
-                "notebook",
-                "open",
-                "--owner",
-                "you",
-                "--document",
-                "report-42",
-                "--run",
-                "r-1",
-                "--url",
-                url,
-                "--json",
-                *where,
-            ]
+        token = served.owner_token("you")
+        opened = served.open_notebook("you", "report-42", "r-1")
+        notebook_id = opened["notebook"]["id"]
+        remember_over_http(
+            served.url, opened["agent_token"], notebook_id, "lead:first-note", "It works."
         )
-        notebook = json.loads(opened.stdout)
-        agent = {"Authorization": f"Bearer {notebook['agent_token']}"}
-        notebook_id = notebook["notebook"]["id"]
-        change = {"op": "add", "record": {"name": "lead:first-note", "text": "It works."}}
-        written = httpx.post(
-            f"{url}/v1/notebooks/{notebook_id}/tools/remember",
-            headers=agent,
-            json={"based_on": 0, "request_id": "r-1", "changes": [change]},
-            timeout=30,
-        ).json()
-        assert written["status"] == "applied", written
-        with httpx.Client(base_url=url, timeout=30, follow_redirects=True) as browser:
+        with httpx.Client(base_url=served.url, timeout=30, follow_redirects=True) as browser:
             form = browser.get("/panel/login").text
             [csrf] = re.findall(r'name="csrf" value="([^"]+)"', form)
             browser.post("/panel/login", data={"csrf": csrf, "token": token, "next": "/"})
             page = browser.get(f"/panel/notebooks/{notebook_id}").text
         assert "lead:first-note" in page
         first_note = time.perf_counter() - started
-    finally:
-        server.terminate()
-        server.wait(30)
-        log.close()
     return {
         "install: fresh venv + the wheel with [server]": (install, empty),
         "first server: oh serve until /healthz": (first_server, start_baseline),

@@ -260,16 +260,24 @@ _TOOLS_PREFIX = "/v1/notebooks/"
 _TOOL_NAMES = frozenset(TOOL_NAMES)
 
 
-def _tool_route(path: str) -> tuple[str, str] | None:
-    """``(notebook_id, tool)`` when ``path`` is exactly a tool route, as the router matches it
-    (``{notebook_id}`` is one non-empty segment), else None."""
+def _tool_path(path: str) -> tuple[str, str] | None:
+    """``(notebook_id, tool)`` when ``path`` is shaped like a tool route
+    (``/v1/notebooks/{notebook_id}/tools/{tool}``, the id one non-empty segment), whatever the
+    tool's name; else None."""
     if not path.startswith(_TOOLS_PREFIX):
         return None
     notebook_id, _, rest = path[len(_TOOLS_PREFIX) :].partition("/")
     section, _, tool = rest.partition("/")
-    if not notebook_id or section != "tools" or tool not in _TOOL_NAMES:
+    if not notebook_id or section != "tools" or not tool:
         return None
     return notebook_id, tool
+
+
+def _tool_route(path: str) -> tuple[str, str] | None:
+    """``(notebook_id, tool)`` when ``path`` is exactly a tool route, as the router matches it;
+    else None."""
+    route = _tool_path(path)
+    return route if route is not None and route[1] in _TOOL_NAMES else None
 
 
 class _HostApp(FastAPI):
@@ -843,12 +851,11 @@ def create_app(
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404:
-            path = request.url.path
-            notebook_id, _, rest = path.removeprefix(_TOOLS_PREFIX).partition("/")
-            section, _, tool = rest.partition("/")
-            if path.startswith(_TOOLS_PREFIX) and notebook_id and section == "tools" and tool:
+            mistyped = _tool_path(request.url.path)
+            if mistyped is not None:
                 listed = ", ".join(TOOL_NAMES)
-                return _error_response(NotFound(f"no tool {tool!r}; the tools are {listed}"))
+                message = f"no tool {mistyped[1]!r}; the tools are {listed}"
+                return _error_response(NotFound(message))
             return _error_response(NotFound("no such route (the routes are listed at /docs)"))
         if exc.status_code == 405:
             allow = _allowed(request.app, request.scope)

@@ -141,28 +141,31 @@ def record_address(locations: Locations, url: str) -> None:
 def forget_address(locations: Locations) -> None:
     """Take back this process's ``record_address`` (another server's record is left alone)."""
     path = locations.keys_path() / SERVE_ADDRESS_FILE
-    if _address(path, alive=False) is not None and _pid(path) == os.getpid():
+    record = _address_record(path)
+    if record is not None and record[1] == os.getpid():
         path.unlink(missing_ok=True)
 
 
 def recorded_address(locations: Locations) -> str | None:
     """The address the ``oh serve`` running on these locations recorded; None when none runs."""
     try:
-        path = locations.keys_path() / SERVE_ADDRESS_FILE
+        record = _address_record(locations.keys_path() / SERVE_ADDRESS_FILE)
     except OhError:
         return None
-    return _address(path, alive=True)
-
-
-def _pid(path: Path) -> int | None:
-    try:
-        pid = json.loads(path.read_text("utf-8")).get("pid")
-    except (OSError, ValueError, AttributeError):
+    if record is None:
         return None
-    return pid if type(pid) is int else None
+    url, pid = record
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None  # the server that recorded it is gone
+    except PermissionError:
+        pass  # alive, another user's
+    return url
 
 
-def _address(path: Path, *, alive: bool) -> str | None:
+def _address_record(path: Path) -> tuple[str, int] | None:
+    """``(url, pid)`` as ``record_address`` wrote them; None when there is no such record."""
     try:
         record = json.loads(path.read_text("utf-8"))
         url, pid = record["url"], record["pid"]
@@ -170,11 +173,4 @@ def _address(path: Path, *, alive: bool) -> str | None:
         return None
     if type(url) is not str or type(pid) is not int or not url.startswith("http"):
         return None
-    if alive:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return None  # the server that recorded it is gone
-        except PermissionError:
-            pass  # alive, another user's
-    return url
+    return url, pid
