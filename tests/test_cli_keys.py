@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import sqlite3
 import stat
 import subprocess
@@ -525,28 +526,41 @@ def test_rotate_refuses_an_environment_key_and_says_where_the_way_is(
         begin_rotation(_locations(data))
 
 
-def test_the_documented_rotation_of_an_environment_key_goes_through_a_key_file(
+def test_the_documented_rotation_of_an_environment_key_runs_as_written_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """docs/keys.md: write the key to the key file, rotate without OH_MASTER_KEY, take the new
-    key from the file into OH_MASTER_KEY and remove the file."""
+    """docs/keys.md's block, typed in a shell beside ./oh-data whose key is in OH_MASTER_KEY:
+    the key goes to the key file, is rotated without OH_MASTER_KEY, and the new key it prints
+    goes back into OH_MASTER_KEY; then the same again with the new key."""
+    page = (Path(__file__).resolve().parents[1] / "docs" / "keys.md").read_text()
+    (block,) = [b for b in re.findall(r"```sh\n(.*?)```", page, re.S) if "env -u" in b]
+    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     data = _data(tmp_path)
     keys = _keys(tmp_path)
-    old = MasterKey.generate()
-    monkeypatch.setenv(MASTER_KEY_ENV, old.text())
+    key = MasterKey.generate()
+    monkeypatch.setenv(MASTER_KEY_ENV, key.text())
     start_master_key(_locations(data, create=True))
     written = _fill(_locations(data), 2)
     _review(_locations(data), "finding:a")
-    (keys / KEY_FILE).write_text(old.text() + "\n")
-    (keys / KEY_FILE).chmod(0o600)
-    monkeypatch.delenv(MASTER_KEY_ENV)
-    assert main(["key", "rotate", "--data", str(data)]) == 0
-    new = MasterKey.parse((keys / KEY_FILE).read_text())
-    (keys / KEY_FILE).unlink()
-    monkeypatch.setenv(MASTER_KEY_ENV, new.text())
-    _read_all(_locations(data), written)
-    assert _reviewed(_locations(data)) == ["finding:a"]
-    assert _status(capsys, "--data", str(data))["data_keys"] == {new.id: 2}
+    for _ in range(2):
+        env = {**os.environ, MASTER_KEY_ENV: key.text()}
+        done = subprocess.run(
+            ["/bin/bash", "-euo", "pipefail", "-c", block],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        new = MasterKey.parse(done.stdout.splitlines()[-1])
+        assert new.id != key.id and not (keys / KEY_FILE).exists()
+        key = new
+        monkeypatch.setenv(MASTER_KEY_ENV, key.text())
+        _read_all(_locations(data), written)
+        assert _reviewed(_locations(data)) == ["finding:a"]
+        assert _status(capsys, "--data", str(data))["data_keys"] == {key.id: 2}
 
 
 def test_rotate_without_a_key_file_is_not_found(

@@ -1,17 +1,28 @@
 """The documentation as a user meets it: a site that `mkdocs build --strict` builds with every
-page in its navigation, and a quickstart whose every block runs as written.
+page in its navigation, and pages whose every shell and Python block runs as written.
 
-The quickstart runs in a fresh directory that stands for a fresh clone, with this test's
-virtual environment as its `.venv` (a link to it): the set-up command is the README's (checked,
-not run: the venv exists), its `oh serve` runs in the background on a free port (the page's own
-way to choose one, `--port`, with `OH_URL` set to match, as the page says), and every other
-block runs in order in one shell, as a user types them into one terminal, or with the venv's
-python for a Python block; then all of them once more, as a user who follows the page again does.
-The shell has no `OH_*` variable but `OH_URL` and no venv on `PATH`.
+Each page with blocks to run (the README and every page of docs/) runs in a fresh directory that
+stands for a fresh clone: this test's virtual environment is its `.venv` (a link to it), and
+`examples/`, `scripts/`, `src/` and `pyproject.toml` are the checkout's. Its blocks run in
+order in one shell, as a user types them into one terminal, a Python block with the venv's
+python; then all of them once more, as a user who follows the page again does. The shell has
+no `OH_*` variable (but `OH_URL` beside a server) and no venv on `PATH`.
+
+* An install line (`python3 -m venv .venv`, `.venv/bin/pip install -e '.[EXTRAS]'`) is checked,
+  not run: the extras exist and this venv has every one of them installed.
+* `.venv/bin/oh serve` is started by the test on a free port (`--port`, the pages' own way to
+  choose one, with `OH_URL` set to match) and keeps running through both runs.
+* A worker that runs until stopped (`oh purge --every`) runs in the background until the page
+  ends; if it stopped by itself before then, the page fails.
+* A block marked `<!-- excerpt: PATH -->` must be found, line for line, in PATH, which a block
+  of the same page runs; `<!-- run by: TEST -->` names the test that runs it; `<!-- not run:
+  REASON -->` is one of the few blocks nobody can run here (`NOT_RUN`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.metadata
 import os
 import re
 import shlex
@@ -19,25 +30,28 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 QUICKSTART = DOCS / "quickstart.md"
 VENV = Path(sys.prefix)
-FENCE = re.compile(r"^```([A-Za-z]*)\n(.*?)^```$", re.S | re.M)
+FENCE = re.compile(
+    r"^(?P<indent>[ ]*)```(?P<language>[A-Za-z]*)\n(?P<body>.*?)^(?P=indent)```[ ]*$", re.S | re.M
+)
+MARK = re.compile(r"<!-- (excerpt|run by|not run): (.+?) -->")
 RUNNABLE = {"sh", "python"}
-
-
-def _blocks(page: Path) -> list[tuple[str, str]]:
-    return [(language, body) for language, body in FENCE.findall(page.read_text())]
+SHOWN = {"", "text", "json"}  # what a page shows and nobody types: output, messages, bodies
 
 
 def _readme_set_up() -> str:
@@ -110,20 +124,7 @@ def test_no_page_links_outside_the_site() -> None:
         assert outside == [], (page.name, outside)
 
 
-# -- the quickstart ----------------------------------------------------------------------------
-
-
-def test_every_block_of_the_quickstart_is_one_this_test_runs() -> None:
-    languages = [language for language, _ in _blocks(QUICKSTART)]
-    assert languages and set(languages) <= RUNNABLE, languages
-    assert "python" in languages
-
-
-def test_the_quickstart_starts_with_the_readme_set_up_command() -> None:
-    language, body = _blocks(QUICKSTART)[0]
-    assert language == "sh"
-    assert body.strip() == _readme_set_up()
-    assert body.strip().split(" && ")[-1] == ".venv/bin/oh serve"
+# -- running a page ---------------------------------------------------------------------------
 
 
 def _free_port() -> int:
@@ -132,8 +133,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _fresh_env(url: str) -> dict[str, str]:
-    """This run's environment without `OH_*` or a venv on PATH, plus `OH_URL`."""
+def _fresh_env(url: str | None) -> dict[str, str]:
+    """This run's environment without `OH_*` or a venv on PATH, plus `OH_URL` if a server runs."""
     bin_dir = VENV / "bin"
     path = [
         entry
@@ -145,7 +146,8 @@ def _fresh_env(url: str) -> dict[str, str]:
         for name, value in os.environ.items()
         if not name.startswith("OH_") and name not in ("VIRTUAL_ENV", "PYTHONPATH")
     }
-    return {**env, "PATH": os.pathsep.join(path), "OH_URL": url, "PYTHONUNBUFFERED": "1"}
+    env = {**env, "PATH": os.pathsep.join(path), "PYTHONUNBUFFERED": "1"}
+    return {**env, "OH_URL": url} if url else env
 
 
 @contextmanager
@@ -172,6 +174,306 @@ def _serving(command: str, clone: Path, env: dict[str, str], url: str) -> Iterat
         process.wait(timeout=20)
 
 
+# -- every block of every page -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced block of a page: ``number`` counts every fence of the page from 1."""
+
+    page: Path
+    number: int
+    language: str
+    body: str
+    mark: tuple[str, str] | None  # ("excerpt" | "run by" | "not run", what it says)
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT).as_posix()} block {self.number}"
+
+    @property
+    def runs_here(self) -> bool:
+        return self.language in RUNNABLE and self.mark is None
+
+
+def _page_blocks(page: Path) -> list[Block]:
+    text = page.read_text()
+    blocks = []
+    for number, found in enumerate(FENCE.finditer(text), start=1):
+        indent = len(found["indent"])
+        body = "".join(line[indent:] for line in found["body"].splitlines(keepends=True))
+        above = text[: found.start()].rstrip().rpartition("\n")[2].strip()
+        mark = MARK.fullmatch(above)
+        blocks.append(
+            Block(page, number, found["language"], body, mark.group(1, 2) if mark else None)
+        )
+    return blocks
+
+
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+BLOCKS = [block for page in PAGES for block in _page_blocks(page)]
+# The blocks nobody can run here, each with its reason: adding one is a choice made in review.
+NOT_RUN = {
+    ("README.md", "scripts/test"): "it is this test suite; .ci/run runs it",
+    ("docs/testing.md", "OH_CLOCK_SHIFT_DAYS=400"): "it is this test suite; scripts/test runs it",
+    **{
+        (f"docs/integrations/{page}", "OPENAI_API_KEY=sk-…"): "a real model needs a paid key"
+        for page in ("langgraph.md", "openai-agents.md", "pydantic-ai.md")
+    },
+}
+# What each run of a page prints, checked on both runs (beside each block's exit status).
+PRINTS = {
+    "README.md": [],
+    "docs/client.md": [
+        r"applied at version 1\nlead:survey methods section missing\nnot_found\n",
+        r"'status': 'applied', 'version': 1",
+    ],
+    "docs/design.md": [r"^True 0 \[\]$"],
+    "docs/embedding.md": [r"Oh's verify: .*: OK"],
+    "docs/keys.md": [
+        r"^master key rotated: \w+ -> \w+$",
+        r"^master key: \w+ \(file .*/oh-data-keys/",
+    ],
+    "docs/mcp.md": [r"^The bootstrap", r"'question': 'current_notes', 'version': 0"],
+    "docs/recall.md": [r"'name': 'figure:bleaching-threshold'", r"'pending': 0"],
+    "docs/integrations/index.md": [r'"reason": "stale"', r"^answer: finding:reef-recovery"],
+    **{
+        f"docs/integrations/{page}": [r'"reason": "stale"', r"^answer: finding:reef-recovery"]
+        for page in ("langgraph.md", "openai-agents.md", "pydantic-ai.md")
+    },
+}
+INSTALL = re.compile(r"python3 -m venv \.venv|\.venv/bin/pip install -e '\.\[([a-z,-]+)\]'")
+SERVE = re.compile(r"\.venv/bin/oh serve\b.*")
+WORKER = re.compile(r"\.venv/bin/oh purge\b.*--every\b.*")
+TYPED = re.compile(r"python3 -m venv|\.venv/bin/pip install|\.venv/bin/oh (serve|purge)\b")
+COMMENT = re.compile(r"""^((?:[^'"#]|'[^']*'|"[^"]*")*?)(\s+#.*)?$""")
+
+
+def test_every_block_is_a_shell_or_python_block_or_shown_output() -> None:
+    """Nothing a user types hides in a fence this test does not run (`bash`, `console`, …)."""
+    assert [b.where for b in BLOCKS if b.language not in RUNNABLE | SHOWN] == []
+    assert [b.where for b in BLOCKS if b.mark and b.language not in RUNNABLE] == []
+
+
+def test_every_block_not_run_here_says_why_and_is_one_of_the_few_known() -> None:
+    marked = {
+        (b.page.relative_to(ROOT).as_posix(), b.body.split()[0]): b.mark[1]
+        for b in BLOCKS
+        if b.mark and b.mark[0] == "not run"
+    }
+    assert marked == NOT_RUN
+
+
+def _code_lines(text: str) -> list[str]:
+    """The lines of ``text`` as code: stripped of indentation and comments, blank ones left out."""
+    lines = []
+    for line in text.splitlines():
+        found = COMMENT.fullmatch(line)
+        code = (found.group(1) if found else line).strip()
+        if code:
+            lines.append(code)
+    return lines
+
+
+def _is_subsequence(part: list[str], whole: list[str]) -> bool:
+    rest = iter(whole)
+    return all(line in rest for line in part)
+
+
+def test_every_excerpt_is_taken_from_code_that_its_page_runs() -> None:
+    """An excerpt's lines are its source's, in order (lines may be left out between them), and
+    a block of the same page runs that source."""
+    excerpts = [b for b in BLOCKS if b.mark and b.mark[0] == "excerpt"]
+    assert excerpts
+    for block in excerpts:
+        assert block.mark is not None
+        source = ROOT / block.mark[1]
+        files = sorted(source.rglob("*.py")) if source.is_dir() else [source]
+        assert files, block.where
+        lines = _code_lines(block.body)
+        assert any(_is_subsequence(lines, _code_lines(f.read_text())) for f in files), (
+            f"{block.where} is not in {block.mark[1]} as written"
+        )
+        runs = [b.body for b in BLOCKS if b.page == block.page and b.runs_here]
+        assert any(block.mark[1].rstrip("/") in body for body in runs), block.where
+
+
+def test_every_block_run_by_another_test_is_named_there() -> None:
+    for block in [b for b in BLOCKS if b.mark and b.mark[0] == "run by"]:
+        test = ROOT / block.mark[1]  # type: ignore[index]
+        assert test.is_file(), block.where
+        assert block.page.name in test.read_text(), block.where
+
+
+def _extras_installed(extras: str, where: str) -> None:
+    """An install line's extras exist and this virtual environment has every one of them."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    optional = declared["optional-dependencies"]
+    for extra in extras.split(","):
+        assert extra in optional, f"{where}: no extra {extra!r}"
+        for wanted in map(Requirement, optional[extra]):
+            if wanted.name == declared["name"]:
+                continue
+            installed = importlib.metadata.version(wanted.name)
+            assert wanted.specifier.contains(installed, prereleases=True), (where, wanted)
+
+
+def _as_typed(block: Block) -> tuple[str, str | None]:
+    """A shell block as the test runs it, and the `oh serve` command it starts, if any.
+
+    An install line is checked, not run (this venv is the one it makes); `oh serve` is started
+    by the test, on a free port with `OH_URL` set to it, and runs through both runs of the page;
+    a worker that runs until stopped (`oh purge --every`) runs in the background until the page
+    ends. Every other line runs as written."""
+    serve = None
+    lines = []
+    for line in block.body.splitlines():
+        found = COMMENT.fullmatch(line)
+        if not (found and TYPED.match(line)):  # not ours to rewrite: it runs as it is
+            lines.append(line)
+            continue
+        code, comment = found.group(1), found.group(2) or ""
+        kept = []
+        for part in code.split(" && "):
+            command = part.strip()
+            if install := INSTALL.fullmatch(command):
+                if install.group(1):
+                    _extras_installed(install.group(1), block.where)
+            elif SERVE.fullmatch(command):
+                assert serve is None, f"{block.where} starts two servers"
+                serve = command
+            elif WORKER.fullmatch(command):
+                kept.append(f'{command} >>"$DOC_JOBS" 2>&1 & oh_jobs+=("$!")')
+            else:
+                kept.append(part)
+        lines.append(" && ".join(kept) + comment if kept else ":" + comment)
+    return "\n".join(lines) + "\n", serve
+
+
+def _driver(blocks: list[Block], scripts: Path, left: tuple[str, ...]) -> tuple[str, str | None]:
+    """One shell session that runs a page's blocks in order, as typed into one terminal, then
+    prints the shell variables named in ``left``."""
+    driver = [
+        "set -euo pipefail",
+        "oh_jobs=()",
+        # A worker that stopped by itself before the page ended failed: the session fails.
+        'trap \'for job in "${oh_jobs[@]}"; do kill "$job" 2>/dev/null || exit 9; done\' EXIT',
+    ]
+    serve = None
+    for block in [b for b in blocks if b.runs_here]:
+        driver.append(f"printf '\\n::block {block.number}\\n'")
+        if block.language == "sh":
+            body, started = _as_typed(block)
+            assert not (serve and started), f"{block.where}: a second server"
+            serve = serve or started
+            (scripts / f"{block.number}.sh").write_text(body)
+            driver.append(f". {shlex.quote(str(scripts / f'{block.number}.sh'))}")
+        else:
+            (scripts / f"{block.number}.py").write_text(block.body)
+            driver.append(f".venv/bin/python {shlex.quote(str(scripts / f'{block.number}.py'))}")
+    driver.append('if [ "${#oh_jobs[@]}" -gt 0 ]; then sleep 2; fi')
+    driver.extend(f'printf "\\n::left {name}=%s\\n" "${name}"' for name in left)
+    return "\n".join(driver) + "\n", serve
+
+
+@dataclass
+class PageRun:
+    clone: Path
+    url: str | None
+    runs: list[subprocess.CompletedProcess[str]]
+
+    def left(self, run: int) -> dict[str, str]:
+        """The shell variables the page left, as ``_run_page`` was asked to print them."""
+        return dict(re.findall(r"^::left (\w+)=(\S*)$", self.runs[run].stdout, re.M))
+
+    def output(self, run: int) -> dict[int, str]:
+        found = re.findall(r"^::block (\d+)\n(.*?)(?=^::|\Z)", self.runs[run].stdout, re.S | re.M)
+        return {int(number): text for number, text in found}
+
+
+@contextmanager
+def _run_page(page: Path, tmp_path: Path, left: tuple[str, ...] = ()) -> Iterator[PageRun]:
+    """Run every block of ``page`` in order in a directory that stands for a fresh clone, then
+    all of them once more, as a user who follows the page again does; the server a page starts
+    keeps running across both runs, and is still up while the caller checks what they did."""
+    if sys.prefix == sys.base_prefix or not (VENV / "bin" / "oh").is_file():
+        pytest.fail("the pages run in a virtual environment with oh installed")
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    (clone / ".venv").symlink_to(VENV, target_is_directory=True)
+    for name in ("examples", "scripts", "src", "pyproject.toml"):
+        (clone / name).symlink_to(ROOT / name)
+    scripts = tmp_path / "blocks"
+    scripts.mkdir()
+    blocks = _page_blocks(page)
+    driver, serve = _driver(blocks, scripts, left)
+    if "scripts/langgraph-venv" in driver:
+        subprocess.run([ROOT / "scripts" / "langgraph-venv"], check=True, timeout=900)
+        (clone / ".venv-langgraph").symlink_to(ROOT / ".venv-langgraph")
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}" if serve else None
+    env = {**_fresh_env(url), "DOC_JOBS": str(tmp_path / "jobs.log")}
+    with contextlib.ExitStack() as stack:
+        if serve and url:
+            stack.enter_context(_serving(f"{serve} --port {port}", clone, env, url))
+        runs = [
+            subprocess.run(
+                ["/bin/bash", "-c", driver],
+                cwd=clone,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
+            )
+            for _ in range(2)
+        ]
+        logs = "".join(
+            path.read_text()
+            for path in (tmp_path / "serve.log", tmp_path / "jobs.log")
+            if path.exists()
+        )
+        for number, done in enumerate(runs, start=1):
+            assert done.returncode == 0, f"run {number}:\n{done.stdout}\n{done.stderr}\n{logs}"
+        yield PageRun(clone, url, runs)
+
+
+def _pages_run_here() -> list[str]:
+    return [
+        page.relative_to(ROOT).as_posix()
+        for page in PAGES
+        if page != QUICKSTART and any(b.runs_here for b in _page_blocks(page))
+    ]
+
+
+def test_every_page_with_blocks_to_run_says_what_they_print() -> None:
+    assert sorted(_pages_run_here()) == sorted(PRINTS)
+
+
+@pytest.mark.parametrize("page", _pages_run_here())
+def test_every_block_of_the_page_runs_as_written_twice(page: str, tmp_path: Path) -> None:
+    with _run_page(ROOT / page, tmp_path) as done:
+        for run in done.runs:
+            for printed in PRINTS[page]:
+                assert re.search(printed, run.stdout, re.M), f"{page}: no {printed!r}\n{run.stdout}"
+
+
+# -- the quickstart ----------------------------------------------------------------------------
+
+
+def test_every_block_of_the_quickstart_is_one_this_test_runs() -> None:
+    blocks = _page_blocks(QUICKSTART)
+    assert blocks and all(block.runs_here for block in blocks), [b.where for b in blocks]
+    assert "python" in [block.language for block in blocks]
+
+
+def test_the_quickstart_starts_with_the_readme_set_up_command() -> None:
+    first = _page_blocks(QUICKSTART)[0]
+    assert first.language == "sh"
+    assert first.body.strip() == _readme_set_up()
+    assert first.body.strip().split(" && ")[-1] == ".venv/bin/oh serve"
+
+
 def _sign_in(url: str, token: str) -> httpx.Client:
     """The panel's sign-in form, filled in as a browser would."""
     browser = httpx.Client(base_url=url, timeout=30, follow_redirects=True)
@@ -182,56 +484,10 @@ def _sign_in(url: str, token: str) -> httpx.Client:
     return browser
 
 
-def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
-    if sys.prefix == sys.base_prefix or not (VENV / "bin" / "oh").is_file():
-        pytest.fail("the quickstart runs in a virtual environment with oh installed")
-    clone = tmp_path / "clone"
-    clone.mkdir()
-    (clone / ".venv").symlink_to(VENV, target_is_directory=True)
-    blocks = _blocks(QUICKSTART)
-    serve = blocks[0][1].strip().split(" && ")[-1]  # the set-up's last step (checked above)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = _fresh_env(url)
-    scripts = tmp_path / "blocks"
-    scripts.mkdir()
-    driver = ["set -euo pipefail"]
-    for number, (language, body) in enumerate(blocks[1:], start=2):
-        driver.append(f"printf '\\n::block {number}\\n'")
-        if language == "sh":
-            (scripts / f"{number}.sh").write_text(body)
-            driver.append(f". {shlex.quote(str(scripts / f'{number}.sh'))}")
-        else:
-            (scripts / f"{number}.py").write_text(body)
-            driver.append(f".venv/bin/python {shlex.quote(str(scripts / f'{number}.py'))}")
-    # After the page: what its blocks left in the shell, for the checks below.
-    driver.append(
-        'printf "\\n::left TOKEN=%s NOTEBOOK=%s AGENT=%s\\n" "$TOKEN" "$NOTEBOOK" "$AGENT"'
-    )
-    with _serving(f"{serve} --port {port}", clone, env, url) as log:
-        # Twice, as a user who follows the page again: every block runs as written again.
-        runs = [
-            subprocess.run(
-                ["/bin/bash", "-c", "\n".join(driver)],
-                cwd=clone,
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
-            for _ in range(2)
-        ]
-        for done in runs:
-            assert done.returncode == 0, f"{done.stdout}\n{done.stderr}\n{log.read_text()}"
-        again, done = runs[1], runs[0]
-        output = {
-            int(number): text
-            for number, text in re.findall(
-                r"^::block (\d+)\n(.*?)(?=^::)", done.stdout, re.S | re.M
-            )
-        }
-        left = dict(re.findall(r"(\w+)=(\S+)", done.stdout.rpartition("::left ")[2]))
+def test_the_quickstart_runs_as_written_twice(tmp_path: Path) -> None:
+    with _run_page(QUICKSTART, tmp_path, left=("TOKEN", "NOTEBOOK", "AGENT")) as page:
+        clone, url = page.clone, str(page.url)
+        output, left = page.output(0), page.left(0)
         # What the page says happened, checked against the running server.
         assert (clone / "oh-data" / "memory.db").is_file()
         assert left["TOKEN"].startswith("oho_") and left["AGENT"].startswith("oha_")
@@ -253,10 +509,9 @@ def test_the_quickstart_runs_as_written(tmp_path: Path) -> None:
         assert "lead:reef-survey-2016" in panel.text and "todo:check-figure-3" in panel.text
         reference = httpx.get(f"{url}/docs", timeout=30)
         assert reference.status_code == 200
-    python = next(number for number, (language, _) in enumerate(blocks, 1) if language == "python")
+    python = next(b.number for b in _page_blocks(QUICKSTART) if b.language == "python")
     assert output[python].split() == ["applied", "1", "['lead:tide-gauge']", "not_found"]
-    blocks_again = re.findall(r"^::block (\d+)\n(.*?)(?=^::)", again.stdout, re.S | re.M)
-    output_again = {int(number): text for number, text in blocks_again}
-    assert output_again[python].split() == output[python].split()  # a run of its own, again
-    assert output_again.keys() == output.keys()
+    again = page.output(1)
+    assert again[python].split() == output[python].split()  # a run of its own, again
+    assert again.keys() == output.keys()
     assert (clone / "my-app-data" / "memory.db").is_file()

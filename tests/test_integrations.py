@@ -20,11 +20,9 @@ import functools
 import html
 import importlib
 import json
-import os
 import re
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -245,38 +243,3 @@ def test_an_example_says_what_it_needs_before_it_connects(
     assert (options.agent_token, options.mcp_url) == ("oha_from_env", "http://127.0.0.1:8765/mcp")
     # A model named on the command line needs no OpenAI key: its provider may be another.
     assert parse_options("example", ["--model", "anthropic:claude"]).model == "anthropic:claude"
-
-
-def test_the_steps_of_the_integrations_page_run_as_written_twice(
-    served: Served, tmp_path: Path
-) -> None:
-    """docs/integrations/index.md, steps 2 and 3, as a user types them in a second terminal
-    beside the running server, then once more for the next run: the scripted agent works a
-    notebook of each run's own, and the MCP URL is the running server's, found by itself."""
-    page = (ROOT / "docs" / "integrations" / "index.md").read_text()
-    blocks = [textwrap.dedent(b) for b in re.findall(r"    ```sh\n(.*?)    ```", page, re.S)]
-    steps = [b for b in blocks if "notebook open" in b or "agents_sdk_agent.py" in b]
-    assert len(steps) == 2, blocks
-    (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
-    (tmp_path / "examples").symlink_to(ROOT / "examples", target_is_directory=True)
-    # The second terminal's directory is the server's: OH_DATA stands for its ./oh-data.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OH_")}
-    env["OH_DATA"] = str(served.data)
-    notebooks = []
-    for _ in range(2):
-        done = subprocess.run(
-            ["/bin/bash", "-c", "set -euo pipefail\n" + "\n".join(steps)],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        assert done.returncode == 0, f"{done.stdout}\n{done.stderr}"
-        opened = json.loads((tmp_path / "run.json").read_text())
-        assert opened["mcp_url"] == f"{served.url}/mcp"
-        assert "refused" in done.stdout and "stale" in done.stdout  # the scripted mistake
-        assert "Stopped" not in done.stdout, done.stdout
-        notebooks.append(opened["notebook"]["id"])
-    assert notebooks[0] != notebooks[1]  # a notebook of each run's own

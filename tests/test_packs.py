@@ -1318,12 +1318,17 @@ def test_the_seal_command_in_the_docs_reseals_an_edited_pack(tmp_path: Path) -> 
     (tmp_path / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     subprocess.run(["sh", "-c", command], cwd=tmp_path, check=True)
     assert str(read_pack(path).version) == "1.0.1"
+    # Again, as an author does after the next edit.
+    path.write_text(json.dumps({**json.loads(path.read_text()), "version": "1.0.2"}))
+    subprocess.run(["sh", "-c", command], cwd=tmp_path, check=True)
+    assert str(read_pack(path).version) == "1.0.2"
 
 
 def test_the_extension_codec_example_in_the_docs_runs(store: LibsqlKnowledgeStore) -> None:
     (block,) = re.findall(r"```python\n(.*?)```", DOCS, re.S)
     namespace: dict[str, Any] = {"store": store}
     exec(compile(block, "docs/packs.md", "exec"), namespace)
+    exec(compile(block, "docs/packs.md", "exec"), namespace)  # twice: nothing it does is kept
     codecs: Codecs = namespace["codecs"]
     assert "postcode" in codecs and isinstance(namespace["profiles"], Profiles)
     assert codecs.build({"codec": "postcode"}, "f").canonical("sw1a 1aa", "f") == "SW1A1AA"

@@ -107,7 +107,11 @@ def next_move(results: Sequence[Mapping[str, Any]]) -> Call | Answer:
     step = len(results)
     last = results[-1] if results else {}
     if "error" in last:
-        return Answer(f"Stopped: step {step} answered {json.dumps(last['error'])}")
+        hint = ""
+        if last["error"].get("code") == "request_id_reused":
+            # The script's request ids are fixed: a notebook it already worked has them.
+            hint = " (the scripted run needs a notebook of its own: open one for a new --run)"
+        return Answer(f"Stopped: step {step} answered {json.dumps(last['error'])}{hint}")
     if step == 0:
         return _remember(0, "lead-1", _LEAD_RECORD)
     if step == 1:
