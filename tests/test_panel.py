@@ -320,11 +320,19 @@ def test_a_past_version_that_does_not_match_its_digest_is_shown_as_such_not_its_
     conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
     conn.execute("UPDATE log SET content = replace(content, 'missing', 'fine') WHERE version = 1")
     conn.close()
-    page = _sign_in(_client(world), world.tokens["alice"]).get(f"/panel/notebooks/{opened.id}")
+    owner = _sign_in(_client(world), world.tokens["alice"])
+    page = owner.get(f"/panel/notebooks/{opened.id}")
     assert page.status_code == 200
-    assert page.text.count("this version does not match its digest") == 1
     assert "methods section fine" not in page.text
     assert "methods in the annex" in page.text
+    # The history, on its page (the list loads it in place when a record is opened).
+    history = owner.get(
+        f"/panel/notebooks/{opened.id}/history", params={"name": "lead:reef-survey-2016"}
+    )
+    assert history.status_code == 200
+    assert history.text.count("this version does not match its digest") == 1
+    assert "methods section fine" not in history.text
+    assert "methods in the annex" in history.text
 
 
 def test_errors_are_small_html_pages_with_their_code(world: World) -> None:
@@ -609,13 +617,22 @@ def test_the_panel_shows_two_captioned_lists_with_history_and_links(
     page.wait_for_timeout(1100)
     assert countdown.text_content() != first
 
-    # A record: name, kind, digest, text, author, time; history with two versions.
+    # A record is one line: name, the start of its text, kind, author, time, version; it
+    # opens in place for the rest: digest, text, links, history (loaded when opened).
     lead = _record(page, "record-lead:reef-survey-2016")
-    digest = written["written"][0]["digest"]
-    expect(lead.locator(".meta").first).to_contain_text(digest[:12])
-    expect(lead.locator(".meta").first).to_contain_text("agent:lists")
+    line = lead.locator("summary").first
+    expect(line.locator(".name")).to_have_text("lead:reef-survey-2016")
+    expect(line.locator(".first")).to_have_text("survey methods section missing; check appendix")
+    expect(line.locator(".meta")).to_contain_text("agent:lists")
+    expect(line.locator(".meta")).to_contain_text("version 2")
     expect(lead.locator(".kind")).to_have_text("lead")
-    expect(lead.locator(":scope > .text")).to_have_text(
+    body = lead.locator(".body")
+    expect(body).to_be_hidden()
+    line.click()
+    expect(body).to_be_visible()
+    digest = written["written"][0]["digest"]
+    expect(body.locator(":scope > .meta")).to_contain_text(digest[:12])
+    expect(body.locator(":scope > .text")).to_have_text(
         "survey methods section missing; check appendix"
     )
     lead.get_by_text("History (2 versions)").click()
@@ -631,14 +648,18 @@ def test_the_panel_shows_two_captioned_lists_with_history_and_links(
     assert page.evaluate("decodeURIComponent(location.hash)") == "#record-dataset:noaa-2014"
     expect(page.locator(":target")).to_have_attribute("id", "record-dataset:noaa-2014")
 
-    # A memory card's anchor opens the panel at the record.
+    # A memory card's anchor opens the panel at the record, opened.
     page.goto(f"{served.url}{path}#record-lead:reef-survey-2016")
     expect(page.locator(":target")).to_have_attribute("id", "record-lead:reef-survey-2016")
+    expect(page.locator(":target .body")).to_be_visible()
 
     # Accessible: landmarks, one h1, every visible field labelled, buttons named.
     expect(page.locator("header")).to_have_count(1)
     expect(page.locator("main")).to_have_count(1)
-    expect(page.get_by_role("navigation")).to_have_count(1)
+    expect(page.get_by_role("navigation", name="Panel")).to_have_count(1)
+    expect(page.get_by_role("navigation", name="Lists on this page")).to_contain_text(
+        "Working notes (2)"
+    )
     expect(page.locator("h1")).to_have_count(1)
     unlabelled = page.evaluate(
         """[...document.querySelectorAll('input:not([type=hidden]), textarea')]
@@ -657,10 +678,18 @@ def test_the_panel_reads_well_on_a_narrow_screen(served: World, pages: Any) -> N
     )
     page = pages.new(viewport={"width": 360, "height": 740})
     _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
-    overflow = page.evaluate(
-        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
-    )
-    assert overflow <= 0
+    for opened_too in (False, True):  # one line per record, then every record opened
+        if opened_too:
+            page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+        wide = page.evaluate(
+            """[...document.querySelectorAll('body *')].filter(e =>
+                e.getBoundingClientRect().right > document.documentElement.clientWidth + 1)
+                .map(e => e.tagName + '.' + e.className)"""
+        )
+        assert overflow <= 0, wide
 
 
 def test_hostile_note_text_renders_as_text(served: World, pages: Any) -> None:
@@ -683,7 +712,7 @@ def test_hostile_note_text_renders_as_text(served: World, pages: Any) -> None:
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
     record = _record(page, "record-note:hostile")
-    expect(record.locator(":scope > .text")).to_have_text(HOSTILE)
+    expect(record.locator(".body > .text")).to_have_text(HOSTILE)
     assert record.locator("img").count() == 0
     assert record.locator("script").count() == 0
     assert record.locator("b").count() == 0
@@ -704,22 +733,27 @@ def test_a_proposed_note_accepted_on_the_review_page_is_reviewed_knowledge_in_a_
     page = pages.new()
     _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
 
-    # Propose the finding, citing the passage and where it stands.
+    # Propose the finding, citing the passage and where it stands: its line opens, and the
+    # form is a page of its own that comes back to the note, open.
     finding = _record(page, "record-finding:bleaching-threshold")
-    finding.get_by_text("Propose for review").first.click()
-    expect(finding.get_by_label("Cited document")).to_have_value("hughes-2018.pdf")
-    finding.get_by_label("Exact passage").fill("Bleaching began at 1 °C above the mean.")
-    finding.get_by_label("Locator (page, section or offset)").fill("p. 4, §2")
-    finding.get_by_role("button", name="Propose for review").click()
+    finding.locator("summary").first.click()
+    finding.get_by_role("link", name="Propose for review").click()
+    expect(page.get_by_role("heading", name="Propose finding:bleaching-threshold")).to_be_visible()
+    expect(page.get_by_label("Cited document")).to_have_value("hughes-2018.pdf")
+    page.get_by_label("Exact passage").fill("Bleaching began at 1 °C above the mean.")
+    page.get_by_label("Locator (page, section or offset)").fill("p. 4, §2")
+    page.get_by_role("button", name="Propose for review").click()
     expect(page.locator(".notice.ok")).to_contain_text("Proposed finding:bleaching-threshold")
     expect(finding.locator(".proposal-state")).to_contain_text("pending")
+    expect(finding.locator(".proposal-state")).to_be_visible()
 
     # And the guess, to be rejected.
     guess = _record(page, "record-lead:guess")
-    guess.get_by_text("Propose for review").first.click()
-    guess.get_by_label("Exact passage").fill("The series ends in 2014.")
-    guess.get_by_label("Locator (page, section or offset)").fill("table 2")
-    guess.get_by_role("button", name="Propose for review").click()
+    guess.locator("summary").first.click()
+    guess.get_by_role("link", name="Propose for review").click()
+    page.get_by_label("Exact passage").fill("The series ends in 2014.")
+    page.get_by_label("Locator (page, section or offset)").fill("table 2")
+    page.get_by_role("button", name="Propose for review").click()
     expect(page.locator(".notice.ok")).to_contain_text("Proposed lead:guess")
 
     # The review page: both pending with the cited passages and locators.
@@ -774,7 +808,7 @@ def test_a_proposed_note_accepted_on_the_review_page_is_reviewed_knowledge_in_a_
     expect(pinned).to_have_text("1")
     reviewed = _record(page, "reviewed-finding:bleaching-threshold")
     expect(reviewed).to_be_visible()
-    expect(reviewed.locator(":scope > .text")).to_have_text(
+    expect(reviewed.locator(".body > .text")).to_have_text(
         "Bleaching starts near 1 °C above the summer mean (Hughes 2018)."
     )
     expect(reviewed.locator("blockquote")).to_have_text("Bleaching began at 1 °C above the mean.")
@@ -782,14 +816,18 @@ def test_a_proposed_note_accepted_on_the_review_page_is_reviewed_knowledge_in_a_
     note = _record(page, "record-finding:bleaching-threshold")
     for side in (note, reviewed):
         expect(side).to_have_class(re.compile(r"\bconflict\b"))
+        expect(side.locator("summary .conflict-badge")).to_have_text("conflict")  # on its line
         expect(side.locator(".conflict-flag")).to_contain_text("In conflict")
+    note.locator("summary").first.click()
     note.locator(".conflict-flag a").click()
     expect(page.locator(":target")).to_have_attribute("id", "reviewed-finding:bleaching-threshold")
+    expect(reviewed.locator(".body")).to_be_visible()  # the record a link goes to opens
     # docs/panel.png: OH_PANEL_SCREENSHOT=docs/panel.png pytest tests/test_panel.py
     screenshot = os.environ.get("OH_PANEL_SCREENSHOT")
     if screenshot:
         page.set_viewport_size({"width": 960, "height": 900})
         page.goto(f"{served.url}/panel/notebooks/{second.id}")
+        page.locator("details.entry").first.evaluate("d => d.open = true")
         page.locator("details.history").first.evaluate("d => d.open = true")
         page.screenshot(path=screenshot, full_page=True)
 
@@ -1084,6 +1122,9 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
         ("panel", f"{panel}?proposed={proposed}"),
         ("filtered", f"{served.url}/panel/notebooks/{opened.id}?q=note&page=2"),
         ("forget", f"{panel}/forget"),
+        ("forget-note", f"{panel}/notes/forget?name=lead:other-{scheme}"),
+        ("propose", f"{panel}/propose?name=lead:other-{scheme}"),
+        ("history", f"{panel}/history?name={pending}"),
         ("review", f"{served.url}/panel/review"),
         ("notebooks", f"{served.url}/panel/notebooks"),
         ("missing", f"{served.url}/panel/notebooks/nb_{'0' * 32}"),
@@ -1093,12 +1134,18 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
         measured[name] = page.evaluate(CONTRAST)
     assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") is (scheme == "dark")
     for name, expected in (
-        ("panel", {"Forget now", "Propose for review", "Log out"}),
+        ("panel", {"Forget now", "Propose for review", "Log out", "Working notes (3)"}),
         ("filtered", {"Filter", "Clear the filter", "First", "Previous", "Forget this note"}),
+        ("forget-note", {"Yes, forget this note", "Cancel, keep it", "Back to the memory"}),
+        ("propose", {"Propose for review", "Back to the memory"}),
+        ("history", {"Back to the memory"}),
         ("notebooks", {f"contrast-{scheme}", "Notebooks"}),
         ("missing", {"Your documents and notebooks"}),
     ):
-        assert expected <= {item["text"] for item in measured[name]}, measured[name]
+        # A control's text, or its first words (a name for screen readers may follow).
+        texts = {item["text"] for item in measured[name]}
+        found = {e for e in expected if any(t == e or t.startswith(e + " ") for t in texts)}
+        assert found == expected, measured[name]
     assert any(item["text"].startswith("revision ") for item in measured["filtered"])  # the pin
     assert {"Accept", "Reject", "Show"} <= {item["text"] for item in measured["review"]}
     failing = [
@@ -1237,8 +1284,19 @@ def test_in_the_browser_the_owner_forgets_one_note_and_keeps_the_rest(
     page = pages.new()
     _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
     expect(_record(page, "record-lead:drop-me")).to_be_visible()
-    page.get_by_role("button", name="Forget the note lead:drop-me").click()
-    page.wait_for_url(f"{served.url}/panel/notebooks/{opened.id}")
+    # A secondary control, in the note's opened part: it asks first, and Cancel changes nothing.
+    _record(page, "record-lead:drop-me").locator("summary").first.click()
+    page.get_by_role("link", name="Forget this note lead:drop-me").click()
+    expect(page.get_by_role("heading", name="Forget the note lead:drop-me?")).to_be_visible()
+    page.get_by_role("link", name="Cancel, keep it").click()
+    expect(page.locator(":target")).to_have_attribute("id", "record-lead:drop-me")
+    _record(page, "record-lead:drop-me").get_by_role("link", name="Forget this note").click()
+    page.get_by_role("button", name="Yes, forget this note").click()
+    # Back where the owner was (the next note, here the one before it), with what happened.
+    page.wait_for_url(re.compile(r".*forgot=lead%3Adrop-me#record-lead:keep-me$"))
+    expect(page.locator(".notice.ok")).to_contain_text(
+        "Forgot the note lead:drop-me: the agent no longer sees it."
+    )
     expect(_record(page, "record-lead:drop-me")).to_have_count(0)
     expect(_record(page, "record-lead:keep-me")).to_be_visible()
     # The agent sees the owner's change as a write: its old version is stale now.

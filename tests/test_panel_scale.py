@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -175,6 +176,38 @@ def test_a_thousand_notes_are_shown_a_page_at_a_time(scale: Scale, big: Notebook
         assert '<code class="code">invalid_argument</code>' in answer.text
 
 
+def test_the_first_page_of_a_thousand_notes_is_small_and_sent_compressed(
+    scale: Scale, big: Notebook
+) -> None:
+    """One compact line per note, the rest opened in place: the page is at most 150 KB of
+    HTML, sent gzip-compressed to a browser that accepts it; the assets are cached for good
+    (each page names them with their version)."""
+    alice = scale.client("alice")
+    panel = f"/panel/notebooks/{big.id}"
+    first = alice.get(panel, headers={"Accept-Encoding": "gzip"})
+    assert first.status_code == 200 and len(_articles(first.text, "notes")) == PAGE_SIZE
+    assert len(first.content) <= 150_000, len(first.content)
+    assert first.headers["content-encoding"] == "gzip"
+    assert first.num_bytes_downloaded < len(first.content) // 5
+    assert first.headers["cache-control"] == "no-store"  # a page is never cached
+    plain = alice.get(panel, headers={"Accept-Encoding": "identity"})
+    assert "content-encoding" not in plain.headers and plain.content == first.content
+    # Each note's history and its propose form are pages of their own, not in the list.
+    assert "<ol reversed" not in first.text and 'name="passage"' not in first.text
+    version = re.search(r'panel\.css\?v=([0-9a-f]+)"', first.text)
+    assert version is not None
+    style = alice.get(f"/panel/static/panel.css?v={version.group(1)}")
+    assert style.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert style.headers["content-encoding"] == "gzip"
+    # The API answers as it always did: compression is the panel's.
+    records = alice.get(
+        f"/v1/notebooks/{big.id}/records",
+        headers={"Accept-Encoding": "gzip", "Authorization": f"Bearer {scale.token('alice')}"},
+    )
+    assert records.status_code == 200 and len(records.content) > 100_000
+    assert "content-encoding" not in records.headers
+
+
 def test_filtering_by_kind_and_name_keeps_the_filter_in_every_link(
     scale: Scale, big: Notebook
 ) -> None:
@@ -183,13 +216,27 @@ def test_filtering_by_kind_and_name_keeps_the_filter_in_every_link(
     leads = [n for n in BIG_NAMES if n.startswith("lead:")]
     page = alice.get(panel, params={"kind": "lead"}).text
     assert _articles(page, "notes") == [f"record-{n}" for n in leads[:PAGE_SIZE]]
-    assert "Showing 1–100 of 250 (of 1,000 without the filter) working notes." in page
+    assert f"Showing 1–{PAGE_SIZE} of 250 (of 1,000 without the filter) working notes." in page
     assert '<option value="lead" selected>lead (250)</option>' in page
     assert f'href="{panel}?kind=lead&amp;page=2" rel="next">Next</a>' in page
     third = alice.get(panel, params={"kind": "lead", "page": "3"}).text
-    assert _articles(third, "notes") == [f"record-{n}" for n in leads[200:]]
-    # Forms on a filtered page come back to it.
-    assert f'action="{panel}/notes/forget?kind=lead&amp;page=3"' in third
+    on_third = leads[2 * PAGE_SIZE : 3 * PAGE_SIZE]
+    assert _articles(third, "notes") == [f"record-{n}" for n in on_third]
+    # The pages a note's actions lead to, and their forms, come back to the filtered page.
+    name = quote(on_third[0], safe="")
+    assert f'href="{panel}/notes/forget?name={name}&amp;kind=lead&amp;page=3"' in third
+    assert f'href="{panel}/propose?name={name}&amp;kind=lead&amp;page=3"' in third
+    confirm = alice.get(f"{panel}/notes/forget", params={"name": on_third[0], "kind": "lead",
+                                                         "page": "3"}).text  # fmt: skip
+    assert f'action="{panel}/notes/forget?kind=lead&amp;page=3"' in confirm
+    assert f'href="{panel}?kind=lead&amp;page=3#record-{on_third[0]}"' in confirm  # Cancel
+    # The owner's page size is kept in every link too.
+    small = alice.get(panel, params={"kind": "lead", "size": "25"}).text
+    assert len(_articles(small, "notes")) == 25
+    assert f'href="{panel}?kind=lead&amp;size=25&amp;page=2" rel="next">Next</a>' in small
+    assert '<option value="25" selected>25</option>' in small
+    for bad in ("0", "30", "x", "1000"):
+        assert alice.get(panel, params={"size": bad}).status_code == 400, bad
     # Search by a part of the name (any case), alone or with a kind.
     found = alice.get(panel, params={"q": "NOTE-012"}).text
     expected = sorted(n for n in BIG_NAMES if "note-012" in n)
@@ -286,16 +333,27 @@ def test_removed_notes_stay_visible_in_history_with_their_last_version(scale: Sc
     assert "version 2" in removed
     assert "<strong>Removed</strong> at version 3 by agent:removals" in removed
     assert "History (3 versions)" in removed
+    history = frank.get(
+        f"{panel}/history", params={"name": "lead:dropped", "origin": "removed"}
+    ).text
     for label in ("version 3 · removed", "version 2 · replaced", "version 1 · added"):
-        assert label in removed
+        assert label in history
     assert "Forget this note" not in removed and "Propose for review" not in removed
     # Its links no longer hold: the note it supported lists no supporter.
     assert "Supported by" not in _article(text, "record-lead:kept")
     # The owner forgets a note from the panel: it moves to the removed notes, by the owner.
     csrf = CSRF.search(text)
     assert csrf is not None
-    answer = frank.post(f"{panel}/notes/forget", data={"csrf": csrf.group(1), "name": "lead:kept"})
-    assert answer.status_code == 303 and answer.headers["location"] == panel
+    unconfirmed = frank.post(
+        f"{panel}/notes/forget", data={"csrf": csrf.group(1), "name": "lead:kept"}
+    )
+    assert unconfirmed.status_code == 400  # forgetting a note is confirmed first
+    assert _articles(frank.get(panel).text, "notes") == ["record-lead:back", "record-lead:kept"]
+    answer = frank.post(
+        f"{panel}/notes/forget", data={"csrf": csrf.group(1), "name": "lead:kept", "confirm": "yes"}
+    )
+    assert answer.status_code == 303
+    assert answer.headers["location"] == f"{panel}?forgot=lead%3Akept#record-lead:back"
     after = frank.get(panel).text
     assert _articles(after, "removed") == ["removed-lead:dropped", "removed-lead:kept"]
     assert "<strong>Removed</strong> at version 7 by owner:frank" in _article(
@@ -442,21 +500,26 @@ def test_in_the_browser_a_thousand_notes_are_paged_filtered_and_searched(
     expect(page.locator("#notes .count")).to_have_text(
         f"Showing 1–{PAGE_SIZE} of 1,000 working notes."
     )
-    pager = page.get_by_role("navigation", name="Pages of working notes")
+    pager = page.get_by_role("navigation", name="Pages of working notes", exact=True)
     pager.get_by_role("link", name="Next").click()
     page.wait_for_url(f"{panel}?page=2")
     expect(notes.first).to_have_id(f"record-{BIG_NAMES[PAGE_SIZE]}")
-    expect(pager.locator(".current")).to_have_text("Page 2 of 10")
+    expect(pager.locator(".current")).to_have_text(f"Page 2 of {-(-NOTES // PAGE_SIZE)}")
+    # The pager below the list goes the same way.
+    below = page.get_by_role("navigation", name="Pages of working notes, below the list")
+    below.get_by_role("link", name="Previous").click()
+    page.wait_for_url(f"{panel}")
     # Filter by kind: the filter resets the page and every later link keeps it.
     page.get_by_label("Kind").select_option("finding")
     page.get_by_role("button", name="Filter").click()
-    page.wait_for_url(f"{panel}?kind=finding&q=")
+    page.wait_for_url(f"{panel}?kind=finding&q=&size={PAGE_SIZE}")
     findings = [n for n in BIG_NAMES if n.startswith("finding:")]
     expect(notes).to_have_count(PAGE_SIZE)
     expect(notes.first).to_have_id(f"record-{findings[0]}")
     pager.get_by_role("link", name="Last").click()
-    page.wait_for_url(f"{panel}?kind=finding&page=3")
-    expect(notes).to_have_count(len(findings) - 2 * PAGE_SIZE)
+    last_page = -(-len(findings) // PAGE_SIZE)
+    page.wait_for_url(f"{panel}?kind=finding&page={last_page}")
+    expect(notes).to_have_count(len(findings) - (last_page - 1) * PAGE_SIZE)
     expect(notes.last).to_have_id(f"record-{findings[-1]}")
     # Search by name within the kind.
     page.get_by_label("Name contains").fill("note-05")
@@ -465,6 +528,10 @@ def test_in_the_browser_a_thousand_notes_are_paged_filtered_and_searched(
     expect(notes).to_have_count(len(expected))
     assert [notes.nth(i).get_attribute("id") for i in range(len(expected))] == expected
     expect(page.get_by_role("navigation", name="Pages of working notes")).to_have_count(0)
+    # The owner chooses how many notes a page shows.
+    page.get_by_label("Per page").select_option("200")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_label("Per page")).to_have_value("200")
     page.get_by_role("link", name="Clear the filter").click()
     page.wait_for_url(panel)
     expect(notes).to_have_count(PAGE_SIZE)
@@ -481,16 +548,23 @@ def test_in_the_browser_the_panel_pages_and_filters_without_javascript(
     page.get_by_label("Kind").select_option("lead")
     page.get_by_label("Name contains").fill("note-00")
     page.get_by_role("button", name="Filter").click()
-    page.wait_for_url(f"{panel}?kind=lead&q=note-00")
+    page.wait_for_url(f"{panel}?kind=lead&q=note-00&size={PAGE_SIZE}")
     expected = [f"record-{n}" for n in BIG_NAMES if n.startswith("lead:") and "note-00" in n]
     expect(page.locator("#notes article")).to_have_count(len(expected))
     page.get_by_role("link", name="Clear the filter").click()
     page.wait_for_url(panel)
-    page.get_by_role("navigation", name="Pages of working notes").get_by_role(
+    page.get_by_role("navigation", name="Pages of working notes", exact=True).get_by_role(
         "link", name="Last"
     ).click()
-    page.wait_for_url(f"{panel}?page=10")
-    expect(page.locator("#notes article").last).to_have_id(f"record-{BIG_NAMES[-1]}")
+    page.wait_for_url(f"{panel}?page={-(-NOTES // PAGE_SIZE)}")
+    last = page.locator("#notes article").last
+    expect(last).to_have_id(f"record-{BIG_NAMES[-1]}")
+    # A record opens in place without the script, and its history is a page of its own.
+    last.locator("summary").first.click()
+    expect(last.locator(".body")).to_be_visible()
+    last.get_by_text("History (1 version)").click()
+    last.get_by_role("link", name=f"Every version of {BIG_NAMES[-1]}").click()
+    expect(page.locator("#history li")).to_have_count(1)
 
 
 def test_in_the_browser_links_cross_pages_and_a_card_anchor_finds_its_page(
@@ -502,6 +576,7 @@ def test_in_the_browser_links_cross_pages_and_a_card_anchor_finds_its_page(
     panel = f"{scale.url}/panel/notebooks/{big.id}"
     _login(page, scale, "alice", f"/panel/notebooks/{big.id}")
     first = page.locator(f'[id="record-{BIG_NAMES[0]}"]')
+    first.locator("summary").first.click()
     target = big_name(3)
     # Outgoing: a link to a note on another page opens that page at the note.
     first.locator("dl.links").get_by_role("link", name=target, exact=True).click()
@@ -540,15 +615,19 @@ def test_in_the_browser_the_owner_forgets_a_note_and_finds_it_in_the_removed_not
     expect(removed).to_have_count(1)
     agent = page.locator('[id="removed-lead:agent-removed"]')
     expect(agent.locator(".removal")).to_contain_text("Removed at version 4 by agent:forget-one")
-    expect(agent.locator(":scope > .text")).to_have_text("gone soon")
-    page.get_by_role("button", name="Forget the note lead:drop-me").click()
-    page.wait_for_url(f"{scale.url}/panel/notebooks/{notebook.id}")
+    expect(agent.locator(".body > .text")).to_have_text("gone soon")
+    page.locator('[id="record-lead:drop-me"] summary').first.click()
+    page.get_by_role("link", name="Forget this note lead:drop-me").click()
+    page.get_by_role("button", name="Yes, forget this note").click()
+    page.wait_for_url(re.compile(r".*forgot=lead%3Adrop-me#record-lead:keep-me$"))
+    expect(page.locator(".notice.ok")).to_contain_text("It is under Removed notes")
     expect(page.locator('[id="record-lead:drop-me"]')).to_have_count(0)
     expect(removed).to_have_count(2)
     dropped = page.locator('[id="removed-lead:drop-me"]')
     expect(dropped.locator(".removed-badge")).to_have_text("removed")
     expect(dropped.locator(".removal")).to_contain_text("Removed at version 5 by owner:ivan")
-    expect(dropped.locator(":scope > .text")).to_have_text("a wrong guess, revised")
+    expect(dropped.locator(".body > .text")).to_have_text("a wrong guess, revised")
+    dropped.locator("summary").first.click()
     dropped.get_by_text("History (3 versions)").click()
     versions = dropped.locator(".history li")
     expect(versions).to_have_count(3)
@@ -559,6 +638,7 @@ def test_in_the_browser_the_owner_forgets_a_note_and_finds_it_in_the_removed_not
     # The note that depended on it still names it, as a removed note, and links to it.
     keep = page.locator('[id="record-lead:keep-me"]')
     expect(keep.locator(".removed-flag")).to_have_text("(removed)")
+    expect(keep.locator(".body")).to_be_visible()  # the place the owner came back to, open
     keep.get_by_role("link", name="lead:drop-me").click()
     expect(page.locator(":target")).to_have_id("removed-lead:drop-me")
     # A card's anchor for the forgotten note finds it among the removed notes.

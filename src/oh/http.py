@@ -54,7 +54,7 @@ from oh.host import (
 )
 from oh.notebooks import read_purge_status
 from oh.openapi import publish, reference_page
-from oh.panel import owner_from_request, panel_router
+from oh.panel import PanelCompression, owner_from_request, panel_router
 from oh.schemas import (
     ARGUMENTS,
     BODIES,
@@ -872,6 +872,7 @@ def create_app(
         return _error_response(InvalidArgument("the request does not fit this route"))
 
     app.include_router(panel_router(host))
+    app.add_middleware(PanelCompression)
 
     generate = app.openapi
 

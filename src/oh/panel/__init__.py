@@ -7,7 +7,14 @@ the notebook's event stream. See docs/panel.md.
 """
 
 from oh.panel.memory import anchor
-from oh.panel.routes import panel_router
+from oh.panel.routes import PanelCompression, panel_router
 from oh.panel.sessions import SESSION_COOKIE, PanelSessions, owner_from_request
 
-__all__ = ["SESSION_COOKIE", "PanelSessions", "anchor", "owner_from_request", "panel_router"]
+__all__ = [
+    "SESSION_COOKIE",
+    "PanelCompression",
+    "PanelSessions",
+    "anchor",
+    "owner_from_request",
+    "panel_router",
+]

@@ -3,8 +3,11 @@ conflicts.
 
 Three lists: the working notes, the notes removed from the session (each with its last version,
 from the notebook's log), and the reviewed knowledge in view. Each is shown a page at a time
-(``PAGE_SIZE``), filtered by kind and by a part of the name (``PanelQuery``, from the page's query
-string); every link the page draws keeps the filters and the other lists' pages.
+(``PAGE_SIZE`` by default, ``PAGE_SIZES`` to choose from), one compact line per record that opens
+in place for its text, fields and links; its history and the form to propose it for review are
+pages of their own, which the script loads in place. The lists are filtered by kind and by a part
+of the name (``PanelQuery``, from the page's query string); every link the page draws keeps the
+filters, the page size and the other lists' pages.
 
 Anchors: a working note is ``#record-<name>`` (what memory cards link to); a reviewed record in
 view is ``#reviewed-<name>``, a removed note ``#removed-<name>``, since the lists may share a name.
@@ -25,7 +28,7 @@ from oh.core.identifiers import contains_control
 from oh.core.notebook import Notebook
 from oh.core.records import CONTENT_KEYS, LINK_KEYS, Record, check_name, kind_of
 from oh.core.reviewed import Proposal, find_conflicts
-from oh.errors import InvalidArgument
+from oh.errors import InvalidArgument, NotFound
 from oh.panel.layout import Chrome, esc, hidden_csrf, locator_text, page, remaining, time_tag
 
 if TYPE_CHECKING:
@@ -33,15 +36,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PAGE_SIZE",
+    "PAGE_SIZES",
     "HistoryItem",
     "NotebookView",
     "PanelQuery",
     "RecordList",
     "RecordView",
     "anchor",
+    "find_record",
     "notebook_view",
+    "record_url",
     "render_forget_confirmation",
+    "render_forget_note",
+    "render_history",
     "render_notebook",
+    "render_propose",
 ]
 
 NOTES_CAPTION = "Private notes the agent wrote for itself in this session"
@@ -62,7 +71,9 @@ INCOMING_LABELS = (
     ("contradicts", "Contradicted by"),
 )
 ORIGIN_WORDS = {"note": "working note", "reviewed": "reviewed record", "removed": "removed note"}
-PAGE_SIZE = 100  # records on one page of each list
+PAGE_SIZE = 50  # records on one page of each list, unless the owner chooses another size
+PAGE_SIZES = (25, 50, 100, 200)
+FIRST_LINE = 160  # characters of a record's text on its compact line
 MAX_SEARCH = 120
 MAX_PAGE = 1_000_000
 PAGE_PARAMS = {"note": "page", "removed": "removed_page", "reviewed": "reviewed_page"}
@@ -79,8 +90,9 @@ def anchor(origin: str, name: str) -> str:
 @dataclass(frozen=True, slots=True)
 class PanelQuery:
     """What the owner asked the panel to show, read once from the query string: a kind, a part
-    of the name (``q``), a page of each list, a record to show (``at``: the pages holding it),
-    and a proposal just made (``proposed``)."""
+    of the name (``q``), a page of each list and how many records a page holds (``size``), a
+    record to show (``at``: the pages holding it, opened), a proposal just made (``proposed``)
+    and a note just forgotten (``forgot``)."""
 
     kind: str | None = None
     search: str | None = None
@@ -89,6 +101,8 @@ class PanelQuery:
     reviewed_page: int = 1
     at: str | None = None
     proposed: str | None = None
+    size: int = PAGE_SIZE
+    forgot: str | None = None
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> PanelQuery:
@@ -110,6 +124,12 @@ class PanelQuery:
         at = params.get("at") or None
         if at is not None:
             check_name(at, "at")
+        forgot = params.get("forgot") or None
+        if forgot is not None:
+            check_name(forgot, "forgot")
+        size = params.get("size") or str(PAGE_SIZE)
+        if size not in {str(choice) for choice in PAGE_SIZES}:
+            raise InvalidArgument(f"size is one of {', '.join(map(str, PAGE_SIZES))}")
         return cls(
             kind,
             search,
@@ -118,6 +138,8 @@ class PanelQuery:
             pages["reviewed"],
             at,
             params.get("proposed") or None,
+            int(size),
+            forgot,
         )
 
     def matches(self, name: str) -> bool:
@@ -142,9 +164,11 @@ class PanelQuery:
         return replace(self, reviewed_page=number)
 
     def query_string(self) -> str:
-        """The filters and pages as a query string ("" when all are the defaults); ``at`` and
-        ``proposed`` are what one page view was asked, not carried on."""
+        """The filters, page size and pages as a query string ("" when all are the defaults);
+        ``at``, ``proposed`` and ``forgot`` are what one page view was asked, not carried on."""
         items = [("kind", self.kind), ("q", self.search)]
+        if self.size != PAGE_SIZE:
+            items.append(("size", str(self.size)))
         items += [
             (param, str(self.page(o))) for o, param in PAGE_PARAMS.items() if self.page(o) > 1
         ]
@@ -191,6 +215,7 @@ class RecordList:
     page: int
     items: list[RecordView]
     total: int
+    size: int = PAGE_SIZE
     positions: dict[str, int] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -198,11 +223,11 @@ class RecordList:
 
     @property
     def pages(self) -> int:
-        return max(1, -(-len(self.names) // PAGE_SIZE))
+        return max(1, -(-len(self.names) // self.size))
 
     def page_of(self, name: str) -> int | None:
         index = self.positions.get(name)
-        return None if index is None else index // PAGE_SIZE + 1
+        return None if index is None else index // self.size + 1
 
 
 @dataclass(slots=True)
@@ -219,6 +244,7 @@ class NotebookView:
     # (origin, name) -> link key -> [(origin, name)] of the records whose link names it
     incoming: dict[tuple[str, str], dict[str, list[tuple[str, str]]]] = field(default_factory=dict)
     present: dict[str, set[str]] = field(default_factory=dict)  # every name of each list
+    opened: tuple[str, str] | None = None  # the record ``at`` named, shown open
 
     @property
     def gone(self) -> bool:
@@ -333,11 +359,12 @@ def _paged(
     the one asked for, at most the last) and that page's records."""
     shown = [record for record in records if query.matches(str(record["name"]))]
     names = [str(record["name"]) for record in shown]
-    last = max(1, -(-len(names) // PAGE_SIZE))
+    size = query.size
+    last = max(1, -(-len(names) // size))
     number = min(query.page(origin), last)
     if query.at is not None and query.at in names:
-        number = names.index(query.at) // PAGE_SIZE + 1
-    return names, number, shown[(number - 1) * PAGE_SIZE : number * PAGE_SIZE]
+        number = names.index(query.at) // size + 1
+    return names, number, shown[(number - 1) * size : number * size]
 
 
 def notebook_view(
@@ -412,7 +439,7 @@ def notebook_view(
         except InvalidArgument as exc:
             item.refusal = exc.message
         notes.append(item)
-    view.notes = RecordList("note", names, number, notes, len(records["notes"]))
+    view.notes = RecordList("note", names, number, notes, len(records["notes"]), query.size)
 
     if view.removed is not None:
         names, number, shown = _paged("removed", removed_records, query)
@@ -431,7 +458,9 @@ def notebook_view(
                     else "its last version does not match its digest, so its text is not shown",
                 )
             )
-        view.removed = RecordList("removed", names, number, removed, len(removed_records))
+        view.removed = RecordList(
+            "removed", names, number, removed, len(removed_records), query.size
+        )
 
     names, number, shown = _paged("reviewed", records["reviewed"], query)
     reviewed = []
@@ -454,10 +483,14 @@ def notebook_view(
                 )
             )
         reviewed.append(item)
-    view.reviewed = RecordList("reviewed", names, number, reviewed, len(records["reviewed"]))
+    view.reviewed = RecordList(
+        "reviewed", names, number, reviewed, len(records["reviewed"]), query.size
+    )
     for listed in (view.notes, view.reviewed):
         for item in listed.items:
             item.conflicts_with = conflicts.get((item.origin, item.name), [])
+    if query.at is not None:
+        view.opened = view.locate(query.at, "note")
     # From here on the query says what is shown: the pages ``at`` picked or the last ones.
     view.query = replace(
         query,
@@ -539,9 +572,16 @@ def _conflict(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     )
 
 
-def _history(record: RecordView) -> str:
-    if not record.history:
-        return ""
+def record_url(chrome: Chrome, view: NotebookView, path: str, name: str) -> str:
+    """A page about one record of this notebook (``history``, ``propose``, ``notes/forget``),
+    carrying the list's filters, page size and pages so that it leads back to them."""
+    text = view.query.query_string()
+    query = urlencode({"name": name}) + (f"&{text}" if text else "")
+    return f"{chrome.base}/panel/notebooks/{view.notebook.id}/{path}?{query}"
+
+
+def _history_items(record: RecordView) -> str:
+    """Every version of ``record``, newest first, each with its text."""
     items = []
     for item in reversed(record.history):
         digest = (
@@ -555,18 +595,27 @@ def _history(record: RecordView) -> str:
             f'<li><p class="meta"><strong>{esc(item.label)}</strong> · by {esc(item.who)}'
             f" · {time_tag(item.when)}{digest}</p>{text}{detail}</li>"
         )
-    count = len(record.history)
-    noun = "version" if count == 1 else "versions"
     newer = (
         f'<p class="detail">A newer reviewed version exists at revision {record.newer_revision};'
         " this session is pinned before it.</p>"
         if record.newer_revision is not None
         else ""
     )
+    return f'{newer}<ol reversed class="versions">{"".join(items)}</ol>'
+
+
+def _history(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """The record's history, on demand: a link to its page, which the script opens in place."""
+    if not record.history:
+        return ""
+    count = len(record.history)
+    noun = "version" if count == 1 else "versions"
+    url = record_url(chrome, view, "history", record.name) + f"&origin={record.origin}"
     return (
         f'<details class="history" id="{esc(anchor(record.origin, record.name))}-history">'
-        f"<summary>History ({count} {noun})</summary>{newer}"
-        f'<ol reversed class="versions">{"".join(items)}</ol></details>'
+        f"<summary>History ({count} {noun})</summary>"
+        f'<p class="load"><a href="{esc(url)}">Every version of {esc(record.name)}</a></p>'
+        "</details>"
     )
 
 
@@ -602,59 +651,50 @@ def _action(chrome: Chrome, view: NotebookView, path: str) -> str:
     return f"{chrome.base}/panel/notebooks/{view.notebook.id}/{path}" + (f"?{text}" if text else "")
 
 
-def _propose_form(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
-    status = _proposal_state(chrome, record)
-    if view.notebook.state != "open" and view.notebook.state != "expired":
-        return status
-    # Offer "Propose" only where proposing can make a proposal; otherwise say why not.
+def _blocked(chrome: Chrome, view: NotebookView, record: RecordView) -> str | None:
+    """Why ``record`` cannot be proposed for review now, as the page says it ("" when its own
+    proposal waits, which its state says); None when it can be."""
     pending = record.pending
     if pending is not None:
         note = pending.note or {}
         if note.get("notebook") == view.notebook.id and note.get("name") == record.name:
-            return status  # this note's own proposal waits: its state says so
+            return ""
         return (
-            f'{status}<p class="propose-blocked">Cannot be proposed for review now: another'
+            '<p class="propose-blocked">Cannot be proposed for review now: another'
             f" proposal for {esc(record.name)} waits for review"
             f' (<a href="{esc(chrome.base)}/panel/review#proposal-{esc(pending.id)}">'
             "review page</a>); decide it first.</p>"
         )
     if record.refusal is not None:
         return (
-            f'{status}<p class="propose-blocked">Cannot be proposed for review:'
-            f" {esc(record.refusal)}.</p>"
+            f'<p class="propose-blocked">Cannot be proposed for review: {esc(record.refusal)}.</p>'
         )
+    return None
+
+
+def _actions(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """A working note's actions: propose it for review (or why not), forget it. Each is a page
+    of its own: the form with its source, the confirmation."""
+    status = _proposal_state(chrome, record)
+    if view.notebook.state not in ("open", "expired"):
+        return status
     key = esc(anchor("note", record.name))
-    return (
-        f'{status}<details class="propose" id="{key}-propose"><summary>Propose for review'
-        "</summary>"
-        f'<form method="post" action="{esc(_action(chrome, view, "proposals"))}" class="stack">'
-        f'{hidden_csrf(chrome)}<input type="hidden" name="name" value="{esc(record.name)}">'
-        "<p>Reviewed knowledge needs a source: the document this note cites, the exact"
-        " passage, and where it stands.</p>"
-        f'<label for="{key}-document">Cited document</label>'
-        f'<input id="{key}-document" name="document" required maxlength="200"'
-        f' value="{esc(view.notebook.document)}">'
-        f'<label for="{key}-passage">Exact passage</label>'
-        f'<textarea id="{key}-passage" name="passage" required maxlength="4000" rows="4">'
-        "\n</textarea>"
-        f'<label for="{key}-locator">Locator (page, section or offset)</label>'
-        f'<input id="{key}-locator" name="locator" required maxlength="200"'
-        ' placeholder="p. 4, §2">'
-        '<button type="submit">Propose for review</button></form></details>'
+    blocked = _blocked(chrome, view, record)
+    propose = (
+        blocked
+        if blocked is not None
+        else f'<a id="{key}-propose" class="button"'
+        f' href="{esc(record_url(chrome, view, "propose", record.name))}">Propose for review'
+        f'<span class="visually-hidden"> {esc(record.name)}</span></a>'
     )
-
-
-def _forget_note_form(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
-    """Forget this one note (a logged change the owner authors), while the notebook is open."""
-    if view.notebook.state != "open":
-        return ""
-    action = esc(_action(chrome, view, "notes/forget"))
-    return (
-        f'<form method="post" action="{action}" class="inline forget-note">{hidden_csrf(chrome)}'
-        f'<input type="hidden" name="name" value="{esc(record.name)}">'
-        f'<button type="submit" aria-label="Forget the note {esc(record.name)}">'
-        "Forget this note</button></form>"
+    forget_url = esc(record_url(chrome, view, "notes/forget", record.name))
+    forget = (
+        f'<a class="forget-note" href="{forget_url}">'
+        f'Forget this note<span class="visually-hidden"> {esc(record.name)}</span></a>'
+        if view.notebook.state == "open"
+        else ""
     )
+    return f'{status}<div class="actions">{propose}{forget}</div>'
 
 
 def _removal(record: RecordView) -> str:
@@ -670,7 +710,19 @@ def _removal(record: RecordView) -> str:
     )
 
 
+def _first_line(text: Any) -> str:
+    """The start of a record's text for its compact line: its first line, cut at
+    ``FIRST_LINE`` characters."""
+    if not isinstance(text, str) or not text:
+        return ""
+    line = text.split("\n", 1)[0]
+    cut = len(line) > FIRST_LINE or line != text
+    return line[:FIRST_LINE].rstrip() + ("…" if cut else "")
+
+
 def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """One record: a compact line (name, kind, the start of its text, who, when, which
+    version) that opens in place for the rest."""
     data = record.record
     key = esc(anchor(record.origin, record.name))
     digest = str(data.get("digest") or "")
@@ -689,7 +741,7 @@ def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     classes = "record " + ("note removed" if record.origin == "removed" else record.origin)
     classes += " conflict" if record.conflicts_with else ""
     if record.origin == "note":
-        extra = _propose_form(chrome, view, record) + _forget_note_form(chrome, view, record)
+        extra = _actions(chrome, view, record)
     elif record.origin == "removed":
         extra = _proposal_state(chrome, record)
     else:
@@ -697,33 +749,44 @@ def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     badge = (
         ' <span class="badge removed-badge">removed</span>' if record.origin == "removed" else ""
     )
+    flag = ' <span class="badge conflict-badge">conflict</span>' if record.conflicts_with else ""
     text = data.get("text")
     text_html = "" if text is None else f'<p class="text">{esc(text)}</p>'
+    opened = " open" if view.opened == (record.origin, record.name) else ""
     return (
         f'<li><article class="{classes}" id="{key}" aria-labelledby="{key}-title">'
-        f'<h3 id="{key}-title" class="name">{esc(record.name)}{badge}</h3>'
-        f'<p class="meta"><span class="kind">{esc(data["kind"])}</span>'
-        f' · digest <code title="{esc(digest)}">{esc(digest[:12])}</code>'
+        f'<details class="entry" id="{key}-entry"{opened}><summary>'
+        f'<span class="line"><span id="{key}-title" class="name">{esc(record.name)}</span>'
+        f"{badge}{flag} "
+        f'<span class="first">{esc(_first_line(text))}</span></span>'
+        f'<span class="meta"><span class="kind">{esc(data["kind"])}</span>'
         f" · by {esc(data.get('author', ''))} · {time_tag(str(data.get('written_at', '')))}"
-        f" · {stamp}</p>"
+        f" · {stamp}</span></summary>"
+        f'<div class="body"><p class="meta">digest <code title="{esc(digest)}">'
+        f"{esc(digest[:12])}</code></p>"
         f"{_removal(record)}{_conflict(chrome, view, record)}"
         f"{text_html}"
-        f"{fields_html}{_links(chrome, view, record)}{_history(record)}{extra}"
-        "</article></li>"
+        f"{fields_html}{_links(chrome, view, record)}{_history(chrome, view, record)}{extra}"
+        "</div></details></article></li>"
     )
 
 
-def _pager(chrome: Chrome, view: NotebookView, listed: RecordList, what: str) -> str:
-    """Which records the page shows, and links to the other pages of the list."""
+def _pager(
+    chrome: Chrome, view: NotebookView, listed: RecordList, what: str, where: str = "top"
+) -> str:
+    """Which records the page shows, and links to the other pages of the list (``where``: above
+    the list, with the count, or below it)."""
     count = len(listed.names)
     if count == 0:
         return ""
-    first = (listed.page - 1) * PAGE_SIZE + 1
-    last = min(count, listed.page * PAGE_SIZE)
+    first = (listed.page - 1) * listed.size + 1
+    last = min(count, listed.page * listed.size)
     of = f"{count:,}" + (
         f" (of {listed.total:,} without the filter)" if view.query.filtered else ""
     )
-    summary = f'<p class="count">Showing {first:,}–{last:,} of {of} {what}.</p>'
+    summary = (
+        f'<p class="count">Showing {first:,}–{last:,} of {of} {what}.</p>' if where == "top" else ""
+    )
     if listed.pages == 1:
         return summary
     origin = listed.origin
@@ -735,13 +798,13 @@ def _pager(chrome: Chrome, view: NotebookView, listed: RecordList, what: str) ->
     links = []
     if listed.page > 1:
         links += [to(1, "First"), to(listed.page - 1, "Previous", ' rel="prev"')]
-    links.append(
-        f'<span class="current" aria-current="page">Page {listed.page} of {listed.pages}</span>'
-    )
+    current = ' aria-current="page"' if where == "top" else ""
+    links.append(f'<span class="current"{current}>Page {listed.page} of {listed.pages}</span>')
     if listed.page < listed.pages:
         links += [to(listed.page + 1, "Next", ' rel="next"'), to(listed.pages, "Last")]
     nav = " ".join(links)
-    return f'{summary}<nav class="pager" aria-label="Pages of {what}">{nav}</nav>'
+    label = f"Pages of {what}" + ("" if where == "top" else ", below the list")
+    return f'{summary}<nav class="pager {where}" aria-label="{label}">{nav}</nav>'
 
 
 _EMPTY = {
@@ -751,6 +814,7 @@ _EMPTY = {
 }
 _SECTIONS = {"note": "notes", "removed": "removed", "reviewed": "reviewed"}
 _WHAT = {"note": "working notes", "removed": "removed notes", "reviewed": "reviewed records"}
+_TITLES = {"note": "Working notes", "removed": "Removed notes", "reviewed": "Reviewed knowledge"}
 
 
 def _list(chrome: Chrome, view: NotebookView, listed: RecordList, title: str, caption: str) -> str:
@@ -764,16 +828,32 @@ def _list(chrome: Chrome, view: NotebookView, listed: RecordList, title: str, ca
         content = f'<p class="empty">No {_WHAT[listed.origin]} match the filter.</p>'
     else:
         content = f'<p class="empty">{_EMPTY[listed.origin]}</p>'
-    pager = _pager(chrome, view, listed, _WHAT[listed.origin])
+    what = _WHAT[listed.origin]
+    top = _pager(chrome, view, listed, what)
+    bottom = _pager(chrome, view, listed, what, "bottom") if listed.items else ""
     return (
         f'<section id="{key}" aria-labelledby="{key}-title" aria-describedby="{key}-caption">'
         f'<h2 id="{key}-title">{title}</h2>'
-        f'<p class="caption" id="{key}-caption">{caption}</p>{pager}{content}</section>'
+        f'<p class="caption" id="{key}-caption">{caption}</p>{top}{content}{bottom}</section>'
     )
 
 
+def _jump(view: NotebookView) -> str:
+    """Links to each list of the page, with how many records it holds."""
+    if view.closed:
+        return ""
+    lists = view.lists()
+    links = [
+        f'<a href="#{_SECTIONS[origin]}">{_TITLES[origin]} ({len(lists[origin].names):,})</a>'
+        for origin in ("note", "removed", "reviewed")
+        if origin in lists
+    ]
+    return f'<nav class="jump" aria-label="Lists on this page">{" ".join(links)}</nav>'
+
+
 def _filter(chrome: Chrome, view: NotebookView) -> str:
-    """Filter every list by kind and by a part of the name: a plain GET form, no script."""
+    """Filter every list by kind and by a part of the name, and choose how many records a page
+    shows: a plain GET form, no script."""
     if view.closed or not (view.kinds or view.query.filtered):
         return ""
     kinds = dict(sorted(view.kinds.items()))
@@ -783,6 +863,10 @@ def _filter(chrome: Chrome, view: NotebookView) -> str:
     for kind, count in kinds.items():
         chosen = " selected" if kind == view.query.kind else ""
         options.append(f'<option value="{esc(kind)}"{chosen}>{esc(kind)} ({count:,})</option>')
+    sizes = "".join(
+        f'<option value="{size}"{" selected" if size == view.query.size else ""}>{size}</option>'
+        for size in PAGE_SIZES
+    )
     panel = esc(f"{chrome.base}/panel/notebooks/{view.notebook.id}")
     clear = f' <a href="{panel}">Clear the filter</a>' if view.query.filtered else ""
     return (
@@ -793,6 +877,8 @@ def _filter(chrome: Chrome, view: NotebookView) -> str:
         '<label for="filter-q">Name contains</label>'
         f'<input id="filter-q" name="q" type="search" maxlength="{MAX_SEARCH}"'
         f' value="{esc(view.query.search or "")}" spellcheck="false">'
+        '<label for="filter-size">Per page</label>'
+        f'<select id="filter-size" name="size">{sizes}</select>'
         f'<button type="submit">Filter</button>{clear}</form>'
     )
 
@@ -865,6 +951,18 @@ def _notices(chrome: Chrome, view: NotebookView) -> str:
             f' <a href="{esc(chrome.base)}/panel/review?revision={view.latest_revision}">'
             f"revision {view.latest_revision}</a> on the review page).</p>"
         )
+    if view.query.forgot is not None and not view.closed:
+        name = view.query.forgot
+        where = (
+            f' It is under <a href="{esc(view.href("removed", name, chrome.base))}">Removed'
+            " notes</a>, with its versions, until the session is forgotten."
+            if name in view.present.get("removed", ())
+            else ""
+        )
+        out.append(
+            f'<p class="notice ok" role="status">Forgot the note <strong>{esc(name)}</strong>:'
+            f" the agent no longer sees it.{where}</p>"
+        )
     if view.proposed is not None:
         out.append(
             f'<p class="notice ok" role="status">Proposed <strong>{esc(view.proposed.name)}'
@@ -888,7 +986,7 @@ def render_notebook(chrome: Chrome, view: NotebookView) -> str:
         f"{_session(chrome, view)}"
         '<p id="live" class="visually-hidden" role="status" aria-live="polite"></p>'
         f'<div id="memory" data-version="{nb.version}" data-state="{esc(nb.state)}">'
-        f"{_notices(chrome, view)}{_filter(chrome, view)}"
+        f"{_notices(chrome, view)}{_jump(view)}{_filter(chrome, view)}"
         f"{_list(chrome, view, view.notes, 'Working notes', NOTES_CAPTION)}"
         f"{removed}"
         f"{_list(chrome, view, view.reviewed, 'Reviewed knowledge in view', REVIEWED_CAPTION)}"
@@ -918,3 +1016,95 @@ def render_forget_confirmation(chrome: Chrome, notebook: Notebook) -> str:
         f' <a href="{panel}" class="button">Cancel, keep it</a></form></section>'
     )
     return page(chrome, "Forget now?", body)
+
+
+def find_record(view: NotebookView, origin: str, name: str) -> RecordView:
+    """The record ``name`` of the list ``origin`` on ``view`` (built with ``at=name``), or
+    ``not_found``."""
+    listed = view.lists().get(origin)
+    for item in listed.items if listed is not None else ():
+        if item.name == name:
+            return item
+    raise NotFound(f"this notebook has no {ORIGIN_WORDS.get(origin, 'record')} {name}")
+
+
+def _back(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """The way back to ``record`` on the page of its list that holds it."""
+    return f"{view.url(base=chrome.base)}#{anchor(record.origin, record.name)}"
+
+
+def _record_page(
+    chrome: Chrome, view: NotebookView, record: RecordView, title: str, content: str
+) -> str:
+    back = esc(_back(chrome, view, record))
+    body = (
+        f'<p class="back"><a href="{back}">Back to the memory of {esc(view.notebook.document)}'
+        f" ({esc(view.notebook.run)})</a></p>"
+        f'<section class="page-of-record" aria-labelledby="record-page-title">'
+        f'<h1 id="record-page-title">{title}</h1>{content}</section>'
+    )
+    return page(chrome, f"{record.name} · {view.notebook.document}", body)
+
+
+def render_history(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """Every version of one record, on a page of its own (the list loads it in place)."""
+    count = len(record.history)
+    noun = "version" if count == 1 else "versions"
+    content = (
+        f'<p class="meta">{ORIGIN_WORDS[record.origin]} · {count} {noun}, newest first</p>'
+        f'<div id="history">{_history_items(record)}</div>'
+    )
+    title = f'History of <span class="name">{esc(record.name)}</span>'
+    return _record_page(chrome, view, record, title, content)
+
+
+def render_propose(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """The form that proposes one working note for review, with the source it must cite."""
+    blocked = _blocked(chrome, view, record)
+    if view.notebook.state not in ("open", "expired"):
+        blocked = '<p class="propose-blocked">This session is gone: nothing can be proposed.</p>'
+    key = esc(anchor("note", record.name))
+    form = (
+        blocked
+        if blocked is not None
+        else f'<form method="post" action="{esc(_action(chrome, view, "proposals"))}"'
+        f' class="stack">{hidden_csrf(chrome)}'
+        f'<input type="hidden" name="name" value="{esc(record.name)}">'
+        f'<p class="text">{esc(record.record.get("text", ""))}</p>'
+        "<p>Reviewed knowledge needs a source: the document this note cites, the exact"
+        " passage, and where it stands.</p>"
+        f'<label for="{key}-document">Cited document</label>'
+        f'<input id="{key}-document" name="document" required maxlength="200"'
+        f' value="{esc(view.notebook.document)}">'
+        f'<label for="{key}-passage">Exact passage</label>'
+        f'<textarea id="{key}-passage" name="passage" required maxlength="4000" rows="4">'
+        "\n</textarea>"
+        f'<label for="{key}-locator">Locator (page, section or offset)</label>'
+        f'<input id="{key}-locator" name="locator" required maxlength="200"'
+        ' placeholder="p. 4, §2">'
+        '<button type="submit">Propose for review</button></form>'
+    )
+    title = f'Propose <span class="name">{esc(record.name)}</span> for review'
+    return _record_page(chrome, view, record, title, form)
+
+
+def render_forget_note(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
+    """Forgetting one working note, confirmed: what it does, and the way back."""
+    back = esc(_back(chrome, view, record))
+    version = esc(record.record.get("version", ""))
+    content = (
+        f'<p class="text">{esc(record.record.get("text", ""))}</p>'
+        f"<p>The note leaves the agent's memory now, as a change you make (memory version"
+        f" {esc(view.notebook.version)} + 1): the agent no longer sees it, and a write the agent"
+        f" based on an earlier version is refused as stale. Its versions (the last is version"
+        f" {version}) stay in this session's log, listed under Removed notes, until the session"
+        " is forgotten.</p>"
+        f'<form method="post" action="{esc(_action(chrome, view, "notes/forget"))}"'
+        f' class="actions">{hidden_csrf(chrome)}'
+        f'<input type="hidden" name="name" value="{esc(record.name)}">'
+        '<input type="hidden" name="confirm" value="yes">'
+        '<button type="submit" class="danger">Yes, forget this note</button>'
+        f' <a href="{back}" class="button">Cancel, keep it</a></form>'
+    )
+    title = f'Forget the note <span class="name">{esc(record.name)}</span>?'
+    return _record_page(chrome, view, record, title, content)

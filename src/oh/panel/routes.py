@@ -12,12 +12,14 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote, urlencode
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.middleware.gzip import GZipMiddleware
 
 from oh.errors import (
     Bug,
@@ -31,9 +33,13 @@ from oh.panel.layout import Chrome, error_page, esc, not_found_page, page
 from oh.panel.memory import (
     PanelQuery,
     anchor,
+    find_record,
     notebook_view,
     render_forget_confirmation,
+    render_forget_note,
+    render_history,
     render_notebook,
+    render_propose,
 )
 from oh.panel.notebooks import (
     document_notebooks,
@@ -47,7 +53,7 @@ from oh.panel.sessions import LOGIN_COOKIE, SESSION_COOKIE, PanelSession, PanelS
 if TYPE_CHECKING:
     from oh.host import Host
 
-__all__ = ["panel_router"]
+__all__ = ["PanelCompression", "panel_router"]
 
 logger = logging.getLogger("oh.panel")
 
@@ -71,6 +77,22 @@ class _SignIn(Exception):
 
 class _Reload(Exception):
     """A cross-site navigation arrived without the cookie: reload same-site to get it."""
+
+
+class PanelCompression:
+    """gzip for what a browser loads from the panel (the landing page and everything under
+    ``/panel``), when it says it accepts it; every other route answers as it always did."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.gzip = GZipMiddleware(app, minimum_size=1024)
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        path = scope.get("path", "") if scope["type"] == "http" else ""
+        if path == "/" or path == "/panel" or path.startswith("/panel/"):
+            await self.gzip(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
 
 
 def _load_assets() -> dict[str, bytes]:
@@ -132,6 +154,21 @@ def _safe_next(value: str | None, base: str) -> str:
     if not value.startswith(f"{base}/panel/") or "//" in value or "\\" in value:
         return default
     return value
+
+
+def _forget_note_and_find_next(
+    host: Host, owner: str, notebook_id: str, name: str, query: PanelQuery
+) -> str | None:
+    """Forget the note ``name``, then find where the owner was: the note after it in the list
+    (the one before it at the end), among those the filters show."""
+    host.forget_note(owner, notebook_id, name)
+    names = sorted(
+        str(record["name"])
+        for record in host.records(owner, notebook_id)["notes"]
+        if query.matches(str(record["name"]))
+    )
+    later = [other for other in names if other > name]
+    return later[0] if later else (names[-1] if names else None)
 
 
 def panel_router(host: Host) -> APIRouter:
@@ -218,7 +255,11 @@ def panel_router(host: Host) -> APIRouter:
         return Response(
             assets[name],
             media_type=ASSETS[name],
-            headers={"Cache-Control": "public, max-age=3600", "X-Content-Type-Options": "nosniff"},
+            # Pages name each asset with its version (?v=), so a cached copy never goes stale.
+            headers={
+                "Cache-Control": "public, max-age=31536000, immutable",
+                "X-Content-Type-Options": "nosniff",
+            },
         )
 
     @router.get("/panel")
@@ -329,6 +370,35 @@ def panel_router(host: Host) -> APIRouter:
 
         return await guarded(request, go)
 
+    def record_page(
+        path: str, origins: tuple[str, ...], render: Callable[..., str]
+    ) -> Callable[[str, Request], Awaitable[Response]]:
+        """A page about one record (``?name=``, and ``origin=`` among ``origins``), built from
+        the page of its list that holds it, with the list's filters and page size."""
+
+        async def handler(notebook_id: str, request: Request) -> Response:
+            async def go() -> Response:
+                session = page_session(request)
+                name = request.query_params.get("name", "")
+                origin = request.query_params.get("origin") or origins[0]
+                if origin not in origins:
+                    raise InvalidArgument(f"origin is one of {', '.join(origins)}")
+                query = replace(PanelQuery.parse(request.query_params), at=name or None)
+                if query.at is None:
+                    raise InvalidArgument("name is the record's name, such as lead:x")
+                view = await blocking(notebook_view, host, session.owner, notebook_id, query)
+                record = find_record(view, origin, name)
+                return _html(render(chrome(request, session), view, record))
+
+            return await guarded(request, go)
+
+        router.add_api_route(f"/panel/notebooks/{{notebook_id}}/{path}", handler, methods=["GET"])
+        return handler
+
+    record_page("history", ("note", "removed", "reviewed"), render_history)
+    record_page("propose", ("note",), render_propose)
+    record_page("notes/forget", ("note",), render_forget_note)
+
     @router.get("/panel/notebooks/{notebook_id}/state")
     async def notebook_state(notebook_id: str, request: Request) -> Response:
         """The notebook's version and state, which the page polls to know when to refresh."""
@@ -400,11 +470,18 @@ def panel_router(host: Host) -> APIRouter:
     async def forget_one_note(notebook_id: str, request: Request) -> Response:
         async def go() -> Response:
             session, fields = await form_session(request)
-            await blocking(host.forget_note, session.owner, notebook_id, fields.get("name", ""))
-            back = _panel_query(request).query_string()
+            if fields.get("confirm") != "yes":
+                raise InvalidArgument("forgetting a note needs the confirmation step")
+            name = fields.get("name", "")
+            query = _panel_query(request)
+            after = await blocking(
+                _forget_note_and_find_next, host, session.owner, notebook_id, name, query
+            )
+            back = query.query_string()
+            place = f"#{quote(anchor('note', after), safe=':')}" if after else "#notes"
             return _see_other(
                 f"{chrome(request).base}/panel/notebooks/{quote(notebook_id)}"
-                + (f"?{back}" if back else "")
+                f"?{back + '&' if back else ''}{urlencode({'forgot': name})}{place}"
             )
 
         return await guarded(request, go)

@@ -1,9 +1,9 @@
 // The Memory panel's only script: a live countdown to the forget time, live updates when the
-// agent writes (server-sent events, with polling as the fallback), and anchors that find a
-// record a memory card links to: record-<name> with no working note goes to the reviewed
-// record (or the removed note) of that name, and a record on another page of its list is
-// asked for by name (?at=<name>), which shows the pages holding it.
-// Every page works without it.
+// agent writes (server-sent events, with polling as the fallback), a record's history loaded
+// in place when it is opened, and anchors that find a record a memory card links to (opened):
+// record-<name> with no working note goes to the reviewed record (or the removed note) of that
+// name, and a record on another page of its list is asked for by name (?at=<name>), which
+// shows the pages holding it. Every page works without it.
 "use strict";
 
 (function () {
@@ -36,7 +36,11 @@
     } catch (e) {
       return;
     }
-    if (!id || document.getElementById(id)) return;
+    if (!id) return;
+    if (document.getElementById(id)) {
+      reveal(document.getElementById(id));
+      return;
+    }
     var prefixes = ["record-", "reviewed-", "removed-"];
     var name = null;
     prefixes.forEach(function (prefix) {
@@ -47,6 +51,7 @@
       var other = document.getElementById(prefixes[i] + name);
       if (other) {
         history.replaceState(null, "", "#" + other.id);
+        reveal(other);
         other.scrollIntoView();
         return;
       }
@@ -55,6 +60,35 @@
     var main = document.querySelector("main[data-notebook]");
     if (!main || !NAME.test(name) || new URLSearchParams(location.search).has("at")) return;
     location.replace(location.pathname + "?at=" + encodeURIComponent(name) + location.hash);
+  }
+
+  // A record the address names is shown open.
+  function reveal(target) {
+    var entry = target.querySelector && target.querySelector("details.entry");
+    if (entry) entry.open = true;
+  }
+
+  // A record's history is a page of its own: loaded into its <details> the first time it opens.
+  function loadHistory(event) {
+    var box = event.target;
+    if (!box.matches || !box.matches("details.history") || !box.open) return;
+    var link = box.querySelector("p.load a[href]");
+    if (!link || box.getAttribute("data-loaded")) return;
+    box.setAttribute("data-loaded", "loading");
+    fetch(link.href, { cache: "no-store" })
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (text) {
+        var doc = text && new DOMParser().parseFromString(text, "text/html");
+        var found = doc && doc.getElementById("history");
+        if (!found) {
+          box.removeAttribute("data-loaded");
+          return;
+        }
+        var summary = box.querySelector("summary");
+        box.replaceChildren(summary, document.adoptNode(found));
+        box.setAttribute("data-loaded", "yes");
+      })
+      .catch(function () { box.removeAttribute("data-loaded"); });
   }
 
   function announce(text) {
@@ -165,6 +199,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     tick();
     setInterval(tick, 1000);
+    document.addEventListener("toggle", loadHistory, true);
     follow();
     window.addEventListener("hashchange", follow);
     var main = document.querySelector("main[data-notebook]");
