@@ -671,6 +671,36 @@ def test_the_panel_shows_two_captioned_lists_with_history_and_links(
     )
 
 
+def test_what_changed_since_the_owner_last_looked_is_marked_and_so_is_what_arrives_live(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "seen.pdf", "seen")
+    opened.remember(_add("lead:a", "first"), _add("lead:b", "second"), _add("lead:c", "third"))
+    page = pages.new()
+    path = f"/panel/notebooks/{opened.id}"
+    _login(page, served, "alice", path)
+    changed = page.locator("article.changed")
+    expect(page.locator("article.record")).to_have_count(3)
+    expect(changed).to_have_count(0)  # a first look: nothing to compare with
+    page.goto(f"{served.url}/panel/notebooks")  # the owner looks elsewhere; the agent writes
+    opened.remember(_replace("lead:a", "first, revised"))
+    opened.remember(_add("lead:d", "fourth"))
+    page.goto(served.url + path)
+    expect(changed).to_have_count(2)
+    expect(_record(page, "record-lead:a").locator(".changed-badge")).to_have_text("changed")
+    expect(_record(page, "record-lead:d")).to_have_class(re.compile(r"\bchanged\b"))
+    page.reload()
+    expect(page.locator("article.record")).to_have_count(4)
+    expect(changed).to_have_count(0)  # seen now
+    # While the owner reads, a note the agent writes arrives marked, and the page says so.
+    opened.remember(_add("lead:e", "fifth"))
+    expect(_record(page, "record-lead:e")).to_have_class(re.compile(r"\bchanged\b"))
+    expect(changed).to_have_count(1)
+    expect(page.locator("#live")).to_have_text("Memory updated: version 4.")
+
+
 def test_the_panel_reads_well_on_a_narrow_screen(served: World, pages: Any) -> None:
     opened = _notebook(served, "narrow.pdf", "narrow")
     opened.remember(

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PAGE_SIZE",
     "PAGE_SIZES",
+    "SORTS",
     "HistoryItem",
     "NotebookView",
     "PanelQuery",
@@ -73,6 +74,14 @@ INCOMING_LABELS = (
 ORIGIN_WORDS = {"note": "working note", "reviewed": "reviewed record", "removed": "removed note"}
 PAGE_SIZE = 50  # records on one page of each list, unless the owner chooses another size
 PAGE_SIZES = (25, 50, 100, 200)
+# How a list can be ordered (``sort``), with the words the page shows for each.
+SORTS = {
+    "name": "Name",
+    "newest": "Newest first",
+    "oldest": "Oldest first",
+    "revised": "Most revised",
+}
+_WORD = re.compile(r"[^\w]+")  # what separates words in a record and in a search
 FIRST_LINE = 160  # characters of a record's text on its compact line
 MAX_SEARCH = 120
 MAX_PAGE = 1_000_000
@@ -85,6 +94,20 @@ def anchor(origin: str, name: str) -> str:
     followed by its name."""
     prefix = {"note": "record-", "reviewed": "reviewed-", "removed": "removed-"}[origin]
     return prefix + name
+
+
+def words_of(text: str) -> str:
+    """``text`` as the search reads it: lower case, every run of characters that are not
+    letters or digits one space (``Lead:HERON-gauge`` → ``lead heron gauge``)."""
+    return " " + _WORD.sub(" ", text.casefold()).strip() + " "
+
+
+def searchable(record: Mapping[str, Any]) -> str:
+    """What a search looks in: a record's name, text and field values, as ``words_of`` reads
+    them."""
+    fields = record.get("fields") or {}
+    values = json.dumps(list(fields.values()), ensure_ascii=False) if fields else ""
+    return words_of(f"{record['name']} {record.get('text') or ''} {values}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +126,7 @@ class PanelQuery:
     proposed: str | None = None
     size: int = PAGE_SIZE
     forgot: str | None = None
+    sort: str = "name"
 
     @classmethod
     def parse(cls, params: Mapping[str, str]) -> PanelQuery:
@@ -130,6 +154,9 @@ class PanelQuery:
         size = params.get("size") or str(PAGE_SIZE)
         if size not in {str(choice) for choice in PAGE_SIZES}:
             raise InvalidArgument(f"size is one of {', '.join(map(str, PAGE_SIZES))}")
+        sort = params.get("sort") or "name"
+        if sort not in SORTS:
+            raise InvalidArgument(f"sort is one of {', '.join(SORTS)}")
         return cls(
             kind,
             search,
@@ -140,12 +167,25 @@ class PanelQuery:
             params.get("proposed") or None,
             int(size),
             forgot,
+            sort,
         )
 
-    def matches(self, name: str) -> bool:
-        return (self.kind is None or kind_of(name) == self.kind) and (
-            self.search is None or self.search in name
-        )
+    @property
+    def words(self) -> list[str]:
+        """The search's words, as ``words_of`` reads them."""
+        return [] if self.search is None else words_of(self.search).split()
+
+    def matches(self, record: Mapping[str, Any]) -> bool:
+        """Whether ``record`` (in the read shape) passes the filters: its kind, and every word
+        of the search as the start of a word of its name, text or field values, in any order
+        and any case."""
+        name = str(record["name"])
+        if self.kind is not None and kind_of(name) != self.kind:
+            return False
+        if self.search is None:
+            return True
+        found = searchable(record)
+        return all(f" {word}" in found for word in self.words)
 
     @property
     def filtered(self) -> bool:
@@ -167,6 +207,8 @@ class PanelQuery:
         """The filters, page size and pages as a query string ("" when all are the defaults);
         ``at``, ``proposed`` and ``forgot`` are what one page view was asked, not carried on."""
         items = [("kind", self.kind), ("q", self.search)]
+        if self.sort != "name":
+            items.append(("sort", self.sort))
         if self.size != PAGE_SIZE:
             items.append(("size", str(self.size)))
         items += [
@@ -352,12 +394,42 @@ def _note_logs(host: Host, owner: str, notebook_id: str) -> dict[str, _NoteLog]:
     return logs
 
 
+def _written(record: Mapping[str, Any]) -> str:
+    """When a record was last written: a note's last version, a reviewed record's decision."""
+    decision = record.get("decision") or {}
+    return str(record.get("written_at") or decision.get("at") or "")
+
+
+def _ordered(
+    records: list[dict[str, Any]], sort: str, versions: Mapping[str, int]
+) -> list[dict[str, Any]]:
+    """``records`` in the order ``sort`` asks for, by name among equals. ``versions``: how
+    many versions each name has (a reviewed record's revision stands in for it)."""
+    by_name = sorted(records, key=lambda record: str(record["name"]))
+    if sort == "newest":
+        return sorted(by_name, key=_written, reverse=True)
+    if sort == "oldest":
+        return sorted(by_name, key=_written)
+    if sort == "revised":
+
+        def revised(record: dict[str, Any]) -> int:
+            name = str(record["name"])
+            return versions.get(name, int(record.get("revision") or 1))
+
+        return sorted(by_name, key=revised, reverse=True)
+    return by_name
+
+
 def _paged(
-    origin: str, records: list[dict[str, Any]], query: PanelQuery
+    origin: str,
+    records: list[dict[str, Any]],
+    query: PanelQuery,
+    versions: Mapping[str, int] | None = None,
 ) -> tuple[list[str], int, list[dict[str, Any]]]:
-    """The names passing the filters, the page to show (the one holding ``at`` if any, else
-    the one asked for, at most the last) and that page's records."""
-    shown = [record for record in records if query.matches(str(record["name"]))]
+    """The names passing the filters, in the order asked for, the page to show (the one holding
+    ``at`` if any, else the one asked for, at most the last) and that page's records."""
+    passing = [record for record in records if query.matches(record)]
+    shown = _ordered(passing, query.sort, versions or {})
     names = [str(record["name"]) for record in shown]
     size = query.size
     last = max(1, -(-len(names) // size))
@@ -424,7 +496,8 @@ def notebook_view(
             by_note.setdefault(str(proposal.note.get("name")), []).append(proposal)
     pending = {p.name: p for p in proposals if p.state == "pending"}
     check = host.reviewable(owner)  # what proposing would check, profiles read once
-    names, number, shown = _paged("note", records["notes"], query)
+    versions = {name: len(log.history) for name, log in logs.items()}
+    names, number, shown = _paged("note", records["notes"], query, versions)
     notes = []
     for record in shown:
         item = RecordView(
@@ -442,7 +515,7 @@ def notebook_view(
     view.notes = RecordList("note", names, number, notes, len(records["notes"]), query.size)
 
     if view.removed is not None:
-        names, number, shown = _paged("removed", removed_records, query)
+        names, number, shown = _paged("removed", removed_records, query, versions)
         removed = []
         for record in shown:
             log = logs[record["name"]]
@@ -753,8 +826,10 @@ def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     text = data.get("text")
     text_html = "" if text is None else f'<p class="text">{esc(text)}</p>'
     opened = " open" if view.opened == (record.origin, record.name) else ""
+    # The memory version that wrote it: the script marks what changed since the owner looked.
+    written = "" if record.origin == "reviewed" else f' data-version="{esc(data.get("version"))}"'
     return (
-        f'<li><article class="{classes}" id="{key}" aria-labelledby="{key}-title">'
+        f'<li><article class="{classes}" id="{key}" aria-labelledby="{key}-title"{written}>'
         f'<details class="entry" id="{key}-entry"{opened}><summary>'
         f'<span class="line"><span id="{key}-title" class="name">{esc(record.name)}</span>'
         f"{badge}{flag} "
@@ -852,7 +927,7 @@ def _jump(view: NotebookView) -> str:
 
 
 def _filter(chrome: Chrome, view: NotebookView) -> str:
-    """Filter every list by kind and by a part of the name, and choose how many records a page
+    """Filter every list by kind and by words, order it, and choose how many records a page
     shows: a plain GET form, no script."""
     if view.closed or not (view.kinds or view.query.filtered):
         return ""
@@ -863,6 +938,10 @@ def _filter(chrome: Chrome, view: NotebookView) -> str:
     for kind, count in kinds.items():
         chosen = " selected" if kind == view.query.kind else ""
         options.append(f'<option value="{esc(kind)}"{chosen}>{esc(kind)} ({count:,})</option>')
+    sorts = "".join(
+        f'<option value="{key}"{" selected" if key == view.query.sort else ""}>{label}</option>'
+        for key, label in SORTS.items()
+    )
     sizes = "".join(
         f'<option value="{size}"{" selected" if size == view.query.size else ""}>{size}</option>'
         for size in PAGE_SIZES
@@ -874,9 +953,14 @@ def _filter(chrome: Chrome, view: NotebookView) -> str:
         ' class="filter" role="search" aria-label="Filter the records">'
         '<label for="filter-kind">Kind</label>'
         f'<select id="filter-kind" name="kind">{"".join(options)}</select>'
-        '<label for="filter-q">Name contains</label>'
+        '<label for="filter-q">Search</label>'
         f'<input id="filter-q" name="q" type="search" maxlength="{MAX_SEARCH}"'
-        f' value="{esc(view.query.search or "")}" spellcheck="false">'
+        f' value="{esc(view.query.search or "")}" spellcheck="false"'
+        ' aria-describedby="filter-q-help">'
+        '<span id="filter-q-help" class="visually-hidden">Words found in a name, text or'
+        " field value, in any order</span>"
+        '<label for="filter-sort">Sort</label>'
+        f'<select id="filter-sort" name="sort">{sorts}</select>'
         '<label for="filter-size">Per page</label>'
         f'<select id="filter-size" name="size">{sizes}</select>'
         f'<button type="submit">Filter</button>{clear}</form>'

@@ -159,16 +159,15 @@ def _safe_next(value: str | None, base: str) -> str:
 def _forget_note_and_find_next(
     host: Host, owner: str, notebook_id: str, name: str, query: PanelQuery
 ) -> str | None:
-    """Forget the note ``name``, then find where the owner was: the note after it in the list
-    (the one before it at the end), among those the filters show."""
+    """Forget the note ``name``, then say where the owner was: the note after it in the list as
+    the page showed it (filtered and ordered), or the one before it at the end."""
+    shown = notebook_view(host, owner, notebook_id, replace(query, at=name)).notes.names
     host.forget_note(owner, notebook_id, name)
-    names = sorted(
-        str(record["name"])
-        for record in host.records(owner, notebook_id)["notes"]
-        if query.matches(str(record["name"]))
-    )
-    later = [other for other in names if other > name]
-    return later[0] if later else (names[-1] if names else None)
+    if name not in shown:
+        return None
+    at = shown.index(name)
+    rest = shown[at + 1 :] or shown[:at][-1:]
+    return rest[0] if rest else None
 
 
 def panel_router(host: Host) -> APIRouter:

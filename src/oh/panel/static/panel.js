@@ -91,12 +91,46 @@
       .catch(function () { box.removeAttribute("data-loaded"); });
   }
 
+  // What changed since the owner last looked at this notebook (in this browser): each record
+  // written at a later memory version than the one seen then is marked "changed".
+  function seenKey(main) { return "oh-seen:" + main.getAttribute("data-notebook"); }
+
+  function lastSeen(main) {
+    try {
+      var seen = localStorage.getItem(seenKey(main));
+      return seen === null ? null : Number(seen);
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function markChanged(since) {
+    document.querySelectorAll("article.record[data-version]").forEach(function (record) {
+      if (!(Number(record.getAttribute("data-version")) > since)) return;
+      if (record.querySelector(".changed-badge")) return;
+      record.classList.add("changed");
+      var badge = document.createElement("span");
+      badge.className = "badge changed-badge";
+      badge.textContent = "changed";
+      badge.title = "written since you last looked at this notebook";
+      var name = record.querySelector("summary .name");
+      if (name) name.after(" ", badge);
+    });
+  }
+
+  function seeNow(main) {
+    var box = document.getElementById("memory");
+    try {
+      localStorage.setItem(seenKey(main), box.getAttribute("data-version"));
+    } catch (e) { /* storage refused: nothing is marked next time */ }
+  }
+
   function announce(text) {
     var live = document.getElementById("live");
     if (live) live.textContent = text;
   }
 
-  function live(main) {
+  function live(main, since) {
     var busy = false;
     var again = false;
     var stopped = false;
@@ -132,6 +166,8 @@
             if (d) d.open = true;
           });
           tick();
+          if (since !== null) markChanged(since);
+          seeNow(main);
           announce("Memory updated: version " + fresh.getAttribute("data-version") + ".");
           if (fresh.getAttribute("data-state") === "purged") stopped = true;
         });
@@ -203,6 +239,12 @@
     follow();
     window.addEventListener("hashchange", follow);
     var main = document.querySelector("main[data-notebook]");
-    if (main) live(main);
+    if (main && document.getElementById("memory")) {
+      var since = lastSeen(main);
+      if (since === null) since = Number(document.getElementById("memory").getAttribute("data-version"));
+      markChanged(since);
+      seeNow(main);
+      live(main, since);
+    }
   });
 })();
