@@ -701,6 +701,43 @@ def test_what_changed_since_the_owner_last_looked_is_marked_and_so_is_what_arriv
     expect(page.locator("#live")).to_have_text("Memory updated: version 4.")
 
 
+def test_a_live_update_keeps_the_owners_place_and_says_so_where_the_owner_reads(
+    served: World, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    opened = _notebook(served, "place.pdf", "place")
+    opened.remember(*[_add(f"lead:n-{i:02d}", f"note {i}") for i in range(40)])
+    page = pages.new(viewport={"width": 900, "height": 700})
+    _login(page, served, "alice", f"/panel/notebooks/{opened.id}")
+    reading = _record(page, "record-lead:n-20")
+    reading.scroll_into_view_if_needed()
+    page.evaluate("window.scrollBy(0, document.getElementById('record-lead:n-20')"
+                  ".getBoundingClientRect().top - 200)")  # fmt: skip
+    top = page.evaluate("document.getElementById('record-lead:n-20').getBoundingClientRect().top")
+    # The agent adds a note that sorts above the one being read, and replaces one below it.
+    opened.remember(_add("lead:a-first", "lands above"), _replace("lead:n-30", "revised"))
+    notice = page.locator("#updates")
+    expect(notice).to_contain_text("Memory updated to version 2: 2 notes on this page changed.")
+    expect(_record(page, "record-lead:a-first")).to_have_count(1)
+    after = page.evaluate("document.getElementById('record-lead:n-20').getBoundingClientRect().top")
+    assert abs(after - top) <= 2, (top, after)  # the note being read did not move
+    box = notice.bounding_box()
+    assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 700  # in view
+    notice.get_by_role("link", name="Show the first").click()
+    expect(page.locator(":target")).to_have_attribute("id", "record-lead:a-first")
+    notice.get_by_role("button", name="Dismiss").click()
+    expect(notice).to_have_count(0)
+    # While the owner types, the page is not replaced: the notice offers the new memory.
+    page.get_by_label("Search").fill("n-3")
+    opened.remember(_add("lead:b-second", "while typing"))
+    expect(notice).to_contain_text("The agent changed its memory while you were typing.")
+    expect(page.get_by_label("Search")).to_have_value("n-3")
+    expect(_record(page, "record-lead:b-second")).to_have_count(0)
+    notice.get_by_role("button", name="Show the new memory").click()
+    expect(_record(page, "record-lead:b-second")).to_have_count(1)
+
+
 def test_the_panel_reads_well_on_a_narrow_screen(served: World, pages: Any) -> None:
     opened = _notebook(served, "narrow.pdf", "narrow")
     opened.remember(

@@ -146,6 +146,17 @@
       );
     }
 
+    // The record at the top of the window, and where it is: after the lists are replaced, the
+    // window is moved so that it is where it was (a note inserted above it moves nothing).
+    function anchorInView() {
+      var records = document.querySelectorAll("#memory article.record[id]");
+      for (var i = 0; i < records.length; i++) {
+        var top = records[i].getBoundingClientRect().top;
+        if (top >= 0) return { id: records[i].id, top: top };
+      }
+      return null;
+    }
+
     function swap() {
       return fetch(location.pathname + location.search, { cache: "no-store" })
         .then(function (r) { return r.ok ? r.text() : null; })
@@ -159,33 +170,74 @@
             document.querySelectorAll("details[open][id]"),
             function (d) { return d.id; }
           );
+          var before = Number(memory().getAttribute("data-version"));
+          var place = anchorInView();
           memory().replaceWith(document.adoptNode(fresh));
           document.getElementById("session").replaceWith(document.adoptNode(session));
           open.forEach(function (id) {
             var d = document.getElementById(id);
             if (d) d.open = true;
           });
+          var kept = place && document.getElementById(place.id);
+          if (kept) window.scrollBy(0, kept.getBoundingClientRect().top - place.top);
           tick();
           if (since !== null) markChanged(since);
           seeNow(main);
-          announce("Memory updated: version " + fresh.getAttribute("data-version") + ".");
+          var version = fresh.getAttribute("data-version");
+          var arrived = Array.prototype.filter.call(
+            document.querySelectorAll("#memory article.record[data-version]"),
+            function (record) { return Number(record.getAttribute("data-version")) > before; }
+          );
+          tell(arrived, version);
+          announce("Memory updated: version " + version + ".");
           if (fresh.getAttribute("data-state") === "purged") stopped = true;
         });
     }
 
-    function offer() {
-      if (document.getElementById("stale")) return;
-      var note = document.createElement("p");
-      note.id = "stale";
-      note.className = "notice";
+    // A notice fixed at the bottom of the window, where the owner is reading: what the agent
+    // changed, with a way to it, or a button (while the owner types) to show it.
+    function notice(id, text) {
+      var old = document.getElementById("updates");
+      if (old) old.remove();
+      var note = document.createElement("div");
+      note.id = "updates";
+      note.className = "notice floating " + id;
       note.setAttribute("role", "status");
-      note.textContent = "The agent changed its memory while you were typing.";
+      var words = document.createElement("span");
+      words.textContent = text;
+      note.appendChild(words);
+      var close = document.createElement("button");
+      close.type = "button";
+      close.className = "quiet";
+      close.textContent = "Dismiss";
+      close.addEventListener("click", function () { note.remove(); });
+      document.body.appendChild(note);
+      return { box: note, close: close };
+    }
+
+    function tell(arrived, version) {
+      var here = arrived.length === 1 ? "1 note on this page changed" :
+        arrived.length + " notes on this page changed";
+      var shown = notice("updated", "Memory updated to version " + version + ": " +
+        (arrived.length ? here + "." : "nothing on this page changed."));
+      if (arrived.length) {
+        var go = document.createElement("a");
+        go.href = "#" + arrived[0].id;
+        go.textContent = "Show " + (arrived.length === 1 ? "it" : "the first");
+        shown.box.appendChild(go);
+      }
+      shown.box.appendChild(shown.close);
+    }
+
+    function offer() {
+      if (document.querySelector("#updates.stale")) return;
+      var shown = notice("stale", "The agent changed its memory while you were typing.");
       var button = document.createElement("button");
       button.type = "button";
       button.textContent = "Show the new memory";
-      button.addEventListener("click", function () { swap(); });
-      note.appendChild(button);
-      memory().prepend(note);
+      button.addEventListener("click", function () { shown.box.remove(); swap(); });
+      shown.box.appendChild(button);
+      shown.box.appendChild(shown.close);
     }
 
     function refresh() {
