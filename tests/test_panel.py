@@ -1407,3 +1407,27 @@ def test_characters_that_reorder_or_hide_text_are_shown_as_marks(world: World) -
     assert page.status_code == 200
     assert "report-42⟦U+202E⟧gpj.exe" in page.text and "a⟦U+200B⟧b" in page.text
     assert "\u202e" not in page.text and "\u200b" not in page.text
+    assert page.text.count('class="hidden-chars"') == 1  # with a warning naming them
+    assert "(U+202E, U+200B)" in page.text
+    # On the review page, what is accepted is exactly what is shown: no text box to edit (it
+    # would show the text reordered), and Accept stores the text as proposed, characters kept.
+    owner = world.owner("alice", _client(world))
+    proposed = owner.post(
+        "/v1/knowledge/proposals",
+        json={"notebook": opened.id, "name": "lead:attachment", "source": SOURCE},
+    ).json()["proposal_id"]
+    reviewer = _sign_in(_client(world), world.tokens["alice"])
+    review = reviewer.get("/panel/review").text
+    assert "report-42⟦U+202E⟧gpj.exe" in review and "\u202e" not in review
+    assert 'name="text"' not in review and "cannot be edited here" in review
+    assert 'class="hidden-chars"' in review
+    csrf = CSRF.search(review)
+    assert csrf is not None
+    decided = reviewer.post(
+        f"/panel/review/{proposed}/decision",
+        data={"csrf": csrf.group(1), "decision": "accept", "reason": "checked"},
+    )
+    assert decided.status_code == 303, decided.text
+    [stored] = world.host.history("alice", "lead:attachment")
+    assert stored.decision.decision == "accept"  # not "with edits": nothing was changed
+    assert stored.verified_content()["text"] == "open report-42\u202egpj.exe and a\u200bb"

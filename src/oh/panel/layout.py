@@ -20,6 +20,8 @@ __all__ = [
     "error_page",
     "esc",
     "hidden_csrf",
+    "hidden_in",
+    "hidden_warning",
     "human_time",
     "locator_text",
     "not_found_page",
@@ -51,6 +53,30 @@ _SHOWN_VISIBLY = {
         0xFEFF,
     )
 }
+
+
+def hidden_in(value: Any) -> list[str]:
+    """The characters of ``value`` that ``esc`` shows as marks, as ``U+202E``, in order of
+    first appearance."""
+    found: dict[str, None] = {}
+    for char in str(value):
+        if ord(char) in _SHOWN_VISIBLY:
+            found.setdefault(f"U+{ord(char):04X}", None)
+    return list(found)
+
+
+def hidden_warning(*values: Any) -> str:
+    """A warning beside text that holds characters ``esc`` shows as marks (none: "")."""
+    codes = [code for value in values for code in hidden_in(value)]
+    if not codes:
+        return ""
+    names = ", ".join(dict.fromkeys(codes))
+    return (
+        '<p class="hidden-chars" role="note"><strong>⚠ Hidden characters.</strong> This text'
+        f" holds characters that are invisible or reorder what is shown ({names}). Each is"
+        " shown as a mark naming it, such as ⟦U+202E⟧, and never obeyed; they are stored as"
+        " they were written.</p>"
+    )
 
 
 def esc(value: Any) -> str:

@@ -29,7 +29,16 @@ from oh.core.notebook import Notebook
 from oh.core.records import CONTENT_KEYS, LINK_KEYS, Record, check_name, kind_of
 from oh.core.reviewed import Proposal, find_conflicts
 from oh.errors import InvalidArgument, NotFound
-from oh.panel.layout import Chrome, esc, hidden_csrf, locator_text, page, remaining, time_tag
+from oh.panel.layout import (
+    Chrome,
+    esc,
+    hidden_csrf,
+    hidden_warning,
+    locator_text,
+    page,
+    remaining,
+    time_tag,
+)
 
 if TYPE_CHECKING:
     from oh.host import Host
@@ -662,7 +671,11 @@ def _history_items(record: RecordView) -> str:
             if item.digest
             else ""
         )
-        text = f'<p class="text">{esc(item.text)}</p>' if item.text is not None else ""
+        text = (
+            f'<p class="text">{esc(item.text)}</p>{hidden_warning(item.text)}'
+            if item.text is not None
+            else ""
+        )
         detail = f'<p class="detail">{esc(item.detail)}</p>' if item.detail else ""
         items.append(
             f'<li><p class="meta"><strong>{esc(item.label)}</strong> · by {esc(item.who)}'
@@ -704,6 +717,7 @@ def _source_and_decision(record: dict[str, Any]) -> str:
         f'<p class="decision">Review: {esc(what)} by {esc(decision.get("by", ""))} · '
         f"{time_tag(str(decision.get('at', '')))} · revision {esc(record.get('revision', ''))}"
         f"<br>Reason: {esc(decision.get('reason', ''))}</p>"
+        f"{hidden_warning(source.get('passage', ''), decision.get('reason', ''))}"
     )
 
 
@@ -825,6 +839,7 @@ def _record(chrome: Chrome, view: NotebookView, record: RecordView) -> str:
     flag = ' <span class="badge conflict-badge">conflict</span>' if record.conflicts_with else ""
     text = data.get("text")
     text_html = "" if text is None else f'<p class="text">{esc(text)}</p>'
+    text_html += hidden_warning(text, json.dumps(fields, ensure_ascii=False) if fields else "")
     opened = " open" if view.opened == (record.origin, record.name) else ""
     # The memory version that wrote it: the script marks what changed since the owner looked.
     written = "" if record.origin == "reviewed" else f' data-version="{esc(data.get("version"))}"'

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Any
 from oh.core.records import CONTENT_KEYS, Record
 from oh.core.reviewed import Proposal, ReviewedRecord, Revision
 from oh.errors import InvalidArgument
-from oh.panel.layout import Chrome, esc, hidden_csrf, locator_text, page, time_tag
+from oh.panel.layout import (
+    Chrome,
+    esc,
+    hidden_csrf,
+    hidden_in,
+    hidden_warning,
+    locator_text,
+    page,
+    time_tag,
+)
 
 if TYPE_CHECKING:
     from oh.host import Host
@@ -79,7 +88,7 @@ def _source(proposal: Proposal) -> str:
         '<figure class="source"><blockquote>'
         f"<p>{esc(source.passage)}</p></blockquote>"
         f"<figcaption>Cited: {esc(source.document)}, {esc(locator_text(source.locator))}"
-        "</figcaption></figure>"
+        f"</figcaption></figure>{hidden_warning(source.passage, locator_text(source.locator))}"
     )
 
 
@@ -111,7 +120,9 @@ def _record_body(record: dict[str, Any]) -> str:
         else ""
     )
     links_html = f'<dl class="links">{"".join(links)}</dl>' if links else ""
-    return f'<p class="text">{esc(record.get("text", ""))}</p>{fields_html}{links_html}'
+    text = record.get("text", "")
+    warning = hidden_warning(text, json.dumps(fields, ensure_ascii=False) if fields else "")
+    return f'<p class="text">{esc(text)}</p>{warning}{fields_html}{links_html}'
 
 
 def _refusal(refusal: InvalidArgument | None) -> tuple[str, bool]:
@@ -141,15 +152,21 @@ def _pending(chrome: Chrome, proposal: Proposal, refusal: InvalidArgument | None
     key = f"proposal-{esc(proposal.id)}"
     action = f"{esc(chrome.base)}/panel/review/{esc(proposal.id)}/decision"
     why_not, acceptable = _refusal(refusal)
-    accept = (
-        (
+    accept = ""
+    if acceptable and hidden_in(record.get("text", "")):
+        # A text box would show the text as a browser does, reordered: what is accepted is
+        # exactly the text shown above, with its marks, or nothing.
+        accept = (
+            '<p class="detail">Because of its hidden characters, this text cannot be edited'
+            " here: Accept stores exactly the text shown above (each mark being the character"
+            " it names). Reject it, or accept it with edits through the HTTP API.</p>"
+        )
+    elif acceptable:
+        accept = (
             f'<label for="{key}-text">Text to accept (edit it to accept with edits)</label>'
             f'<textarea id="{key}-text" name="text" rows="4" maxlength="4000">'
             f"\n{esc(record.get('text', ''))}</textarea>"
         )
-        if acceptable
-        else ""
-    )
     accept_button = (
         '<button type="submit" name="decision" value="accept">Accept</button> '
         if acceptable
@@ -207,6 +224,7 @@ def _decided(proposal: Proposal, accepted: ReviewedRecord | None = None) -> str:
         else (
             f'<p class="decision">{esc(verdict.capitalize())} by {esc(decision.by)} · '
             f"{time_tag(decision.at)}{revision}<br>Reason: {esc(decision.reason)}</p>"
+            f"{hidden_warning(decision.reason)}"
         )
     )
     if proposal.discarded:
