@@ -1154,6 +1154,43 @@ CONTRAST = """
 """
 
 
+def _every_page(served: World, tag: str) -> tuple[str, list[tuple[str, str]]]:
+    """carol's notebooks with a bit of everything the panel draws (notes, a conflict, links,
+    reviewed knowledge, a pending and a decided proposal, a removed note, an older pin, more
+    than one page), and every page the panel has over them: (the panel's URL to sign in to,
+    [(name, URL)] of the pages after signing in)."""
+    opened, owner = _carol(served, f"{tag}.pdf", tag)
+    reviewed, pending = f"finding:reviewed-{tag}", f"lead:pending-{tag}"
+    opened.remember(_add(reviewed, "reviewed text"), _add(pending, "to decide"))
+    many = [_add(f"lead:note-{tag}-{i:03d}", f"note {i}") for i in range(101)]
+    opened.remember(*many[:64])
+    opened.remember(*many[64:], _add(f"lead:note-{tag}-gone", "removed next"))
+    opened.remember({"op": "remove", "name": f"lead:note-{tag}-gone"})
+    served.host._review.decide(
+        "carol", _propose(owner, opened.id, reviewed), decision="accept", reason="checked"
+    )
+    proposed = _propose(owner, opened.id, pending)
+    pinned, _ = _carol(served, f"{tag}.pdf", f"{tag}-pinned")
+    pinned.remember(  # a conflict (its own background), links, and a note to propose
+        _add(reviewed, "disagrees", supports=[pending]),
+        _add(pending, "a link target", contradicts=[reviewed]),
+        _add(f"lead:other-{tag}", "can be proposed"),
+    )
+    panel = f"{served.url}/panel/notebooks/{pinned.id}"
+    return f"/panel/notebooks/{pinned.id}", [
+        ("panel", f"{panel}?proposed={proposed}"),
+        ("filtered", f"{served.url}/panel/notebooks/{opened.id}?q=note&page=2"),
+        ("forget", f"{panel}/forget"),
+        ("forget-note", f"{panel}/notes/forget?name=lead:other-{tag}"),
+        ("propose", f"{panel}/propose?name=lead:other-{tag}"),
+        ("history", f"{panel}/history?name={pending}"),
+        ("review", f"{served.url}/panel/review"),
+        ("notebooks", f"{served.url}/panel/notebooks"),
+        ("document", f"{served.url}/panel/notebooks?document={tag}.pdf"),
+        ("missing", f"{served.url}/panel/notebooks/nb_{'0' * 32}"),
+    ]
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
     served: World, pages: Any, scheme: str
@@ -1162,40 +1199,13 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
     Memory panel (notes, a conflict, reviewed knowledge, a notice; and, filtered, a pager,
     removed notes and the notice of an older pin), the forget confirmation, the review page
     (pending and decided proposals), the landing page and the not-found page."""
-    opened, owner = _carol(served, f"contrast-{scheme}.pdf", f"contrast-{scheme}")
-    reviewed, pending = f"finding:reviewed-{scheme}", f"lead:pending-{scheme}"
-    opened.remember(_add(reviewed, "reviewed text"), _add(pending, "to decide"))
-    many = [_add(f"lead:note-{scheme}-{i:03d}", f"note {i}") for i in range(101)]
-    opened.remember(*many[:64])
-    opened.remember(*many[64:], _add(f"lead:note-{scheme}-gone", "removed next"))
-    opened.remember({"op": "remove", "name": f"lead:note-{scheme}-gone"})
-    served.host._review.decide(
-        "carol", _propose(owner, opened.id, reviewed), decision="accept", reason="checked"
-    )
-    proposed = _propose(owner, opened.id, pending)
-    pinned, _ = _carol(served, f"contrast-{scheme}.pdf", f"contrast-{scheme}-pinned")
-    pinned.remember(  # a conflict (its own background), links, and a note to propose
-        _add(reviewed, "disagrees", supports=[pending]),
-        _add(pending, "a link target", contradicts=[reviewed]),
-        _add(f"lead:other-{scheme}", "can be proposed"),
-    )
+    start, urls = _every_page(served, f"contrast-{scheme}")
     page = pages.new()
     page.emulate_media(color_scheme=scheme)
     page.goto(f"{served.url}/panel/login")
     measured = {"login": page.evaluate(CONTRAST)}
-    _login(page, served, "carol", f"/panel/notebooks/{pinned.id}")
-    panel = f"{served.url}/panel/notebooks/{pinned.id}"
-    for name, url in (
-        ("panel", f"{panel}?proposed={proposed}"),
-        ("filtered", f"{served.url}/panel/notebooks/{opened.id}?q=note&page=2"),
-        ("forget", f"{panel}/forget"),
-        ("forget-note", f"{panel}/notes/forget?name=lead:other-{scheme}"),
-        ("propose", f"{panel}/propose?name=lead:other-{scheme}"),
-        ("history", f"{panel}/history?name={pending}"),
-        ("review", f"{served.url}/panel/review"),
-        ("notebooks", f"{served.url}/panel/notebooks"),
-        ("missing", f"{served.url}/panel/notebooks/nb_{'0' * 32}"),
-    ):
+    _login(page, served, "carol", start)
+    for name, url in urls:
         page.goto(url)
         page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
         measured[name] = page.evaluate(CONTRAST)
@@ -1222,6 +1232,59 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
         if item["ratio"] < 4.5
     ]
     assert failing == [], failing
+
+
+AXE = Path(__file__).resolve().parents[1] / ".cache" / "axe-core" / "axe.min.js"
+WCAG22_AA = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa"]
+
+
+@pytest.mark.parametrize(
+    ("scheme", "width"), [("light", 1280), ("dark", 1280), ("light", 390), ("dark", 390)]
+)
+def test_axe_finds_no_wcag_2_2_aa_violation_on_any_page(
+    served: World, pages: Any, scheme: str, width: int
+) -> None:
+    """axe-core (scripts/install-axe puts it in .cache) in Chromium, on every page of the panel
+    with everything on it opened, in both colour schemes, at a desktop and a phone width."""
+    if not AXE.is_file():
+        pytest.fail(f"{AXE} is missing: scripts/install-axe fetches it (scripts/test runs it)")
+    start, urls = _every_page(served, f"axe-{scheme}-{width}")
+    # The pages' CSP refuses inline scripts, axe's included: this context lets the test's in.
+    page = pages.new(viewport={"width": width, "height": 900}, bypass_csp=True)
+    page.emulate_media(color_scheme=scheme)
+    options = {
+        "runOnly": {"type": "tag", "values": WCAG22_AA},
+        # An experimental rule axe leaves out by default: a control's accessible name holds
+        # the words it shows (WCAG 2.5.3, Label in Name).
+        "rules": {"label-content-name-mismatch": {"enabled": True}},
+        "resultTypes": ["violations"],
+    }
+
+    def check() -> list[dict[str, Any]]:
+        page.add_script_tag(content=AXE.read_text())
+        found = page.evaluate("(options) => axe.run(document, options)", options)
+        return [
+            {"rule": v["id"], "nodes": [n["target"] for n in v["nodes"]][:5], "help": v["help"]}
+            for v in found["violations"]
+        ]
+
+    page.goto(f"{served.url}/panel/login")
+    violations = {"login": check()}
+    # The check can fail: a button whose name hides its words, and a tiny target, are found.
+    page.evaluate(
+        """document.querySelector('main').insertAdjacentHTML('beforeend',
+            '<button aria-label="Remove">Forget this note</button>'
+            + '<a href="#x" style="display:inline-block;width:8px;font-size:4px">x</a>'
+            + '<a href="#y" style="display:inline-block;width:8px;font-size:4px">y</a>')"""
+    )
+    assert {"label-content-name-mismatch", "target-size"} <= {v["rule"] for v in check()}
+    _login(page, served, "carol", start)
+    for name, url in urls:
+        page.goto(url)
+        violations[name] = check()
+        page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        violations[f"{name}, opened"] = check()
+    assert {name: found for name, found in violations.items() if found} == {}
 
 
 # -- the way in: the owner's notebooks ---------------------------------------------------------
