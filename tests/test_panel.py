@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -1161,7 +1162,10 @@ def _every_page(served: World, tag: str) -> tuple[str, list[tuple[str, str]]]:
     [(name, URL)] of the pages after signing in)."""
     opened, owner = _carol(served, f"{tag}.pdf", tag)
     reviewed, pending = f"finding:reviewed-{tag}", f"lead:pending-{tag}"
-    opened.remember(_add(reviewed, "reviewed text"), _add(pending, "to decide"))
+    second = f"lead:second-{tag}"  # two pending proposals: the form to decide several
+    opened.remember(
+        _add(reviewed, "reviewed text"), _add(pending, "to decide"), _add(second, "and this")
+    )
     many = [_add(f"lead:note-{tag}-{i:03d}", f"note {i}") for i in range(101)]
     opened.remember(*many[:64])
     opened.remember(*many[64:], _add(f"lead:note-{tag}-gone", "removed next"))
@@ -1170,6 +1174,7 @@ def _every_page(served: World, tag: str) -> tuple[str, list[tuple[str, str]]]:
         "carol", _propose(owner, opened.id, reviewed), decision="accept", reason="checked"
     )
     proposed = _propose(owner, opened.id, pending)
+    _propose(owner, opened.id, second)
     pinned, _ = _carol(served, f"{tag}.pdf", f"{tag}-pinned")
     pinned.remember(  # a conflict (its own background), links, and a note to propose
         _add(reviewed, "disagrees", supports=[pending]),
@@ -1224,7 +1229,9 @@ def test_every_button_and_link_meets_wcag_aa_contrast_in_both_colour_schemes(
         found = {e for e in expected if any(t == e or t.startswith(e + " ") for t in texts)}
         assert found == expected, measured[name]
     assert any(item["text"].startswith("revision ") for item in measured["filtered"])  # the pin
-    assert {"Accept", "Reject", "Show"} <= {item["text"] for item in measured["review"]}
+    assert {"Accept", "Reject", "Show", "Accept the selected"} <= {
+        item["text"] for item in measured["review"]
+    }
     failing = [
         {"page": name, **item}
         for name, items in measured.items()
@@ -1285,6 +1292,127 @@ def test_axe_finds_no_wcag_2_2_aa_violation_on_any_page(
         page.evaluate("document.querySelectorAll('details').forEach(d => { d.open = true; })")
         violations[f"{name}, opened"] = check()
     assert {name: found for name, found in violations.items() if found} == {}
+
+
+def _many_proposals(world: World, count: int) -> tuple[TestClient, list[str], list[str]]:
+    """alice's ``count`` notes, each proposed for review; her signed-in panel client, the
+    proposals' ids in the order the review page lists them, and their names."""
+    opened = _alice_notebook(world)
+    names = [f"finding:item-{i:03d}" for i in range(count)]
+    for start in range(0, count, 50):
+        opened.remember(*[_add(name, f"text of {name}") for name in names[start : start + 50]])
+    owner = world.owner("alice", _client(world))
+    for name in names:
+        answer = owner.post(
+            "/v1/knowledge/proposals", json={"notebook": opened.id, "name": name, "source": SOURCE}
+        )
+        assert answer.status_code == 201, answer.text
+    ids = [p.id for p in world.host.proposals("alice") if p.state == "pending"]
+    listed = [world.host.proposal("alice", i).name for i in ids]
+    return _sign_in(_client(world), world.tokens["alice"]), ids, listed
+
+
+def test_review_at_volume_decides_several_at_once_keeps_the_next_in_view_and_pages_decided(
+    world: World,
+) -> None:
+    client, ids, names = _many_proposals(world, 60)
+    page = client.get("/panel/review").text
+    assert "Pending proposals (60)" in page
+    assert page.count('form="bulk" name="proposal"') == 60 and 'id="bulk"' in page
+    csrf = CSRF.search(page)
+    assert csrf is not None
+    token = csrf.group(1)
+
+    def decide_several(chosen: list[str], decision: str, reason: str) -> Any:
+        body = [("csrf", token), ("decision", decision), ("reason", reason)]
+        body += [("proposal", proposal) for proposal in chosen]
+        return client.post(
+            "/panel/review/decisions",
+            content=urlencode(body),
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+
+    # One decision: the page opens at the proposal that followed it.
+    one = client.post(
+        f"/panel/review/{ids[3]}/decision",
+        data={"csrf": token, "decision": "reject", "reason": "not yet"},
+    )
+    assert one.status_code == 303
+    assert one.headers["location"] == f"/panel/review?decided={ids[3]}#proposal-{ids[4]}"
+    notice = client.get(one.headers["location"]).text
+    assert 'class="notice ok floating"' in notice and "The next proposal is here." in notice
+    # Several with one reason: each accepted as proposed, the page at the next one.
+    answer = decide_several(ids[5:8], "accept", "batch checked")
+    assert answer.status_code == 303, answer.text
+    assert answer.headers["location"] == (
+        f"/panel/review?decided={ids[5]}&count=3#proposal-{ids[8]}"
+    )
+    assert (
+        f"{names[5]}</strong>: accepted at revision 1 and 2 more, accepted."
+        in client.get(answer.headers["location"]).text
+    )
+    for proposal_id in ids[5:8]:
+        decided = world.host.proposal("alice", proposal_id)
+        assert decided.state == "accepted" and decided.decision is not None
+        assert decided.decision.reason == "batch checked"
+    assert world.host.latest_revision("alice") == 3
+    # Refused as a whole, nothing changed: one of them decided already, no reason, no choice,
+    # the same one twice, a decision that is neither.
+    for chosen, decision, reason in (
+        ([ids[9], ids[3]], "accept", "again"),
+        ([ids[9], ids[10]], "reject", "  "),
+        ([], "accept", "nothing ticked"),
+        ([ids[9], ids[9]], "reject", "twice"),
+        ([ids[9]], "accept_with_edits", "edits"),
+    ):
+        refused = decide_several(chosen, decision, reason)
+        assert refused.status_code == 400, (chosen, decision, refused.text)
+        assert '<code class="code">invalid_argument</code>' in refused.text
+    assert world.host.proposal("alice", ids[9]).state == "pending"
+    assert world.host.proposal("alice", ids[10]).state == "pending"
+    # Another owner's proposal cannot be ticked into alice's decision.
+    assert decide_several([ids[9], "pr_" + "0" * 32], "reject", "x").status_code == 404
+    assert world.host.proposal("alice", ids[9]).state == "pending"
+    # Decided is paged, the latest decision first.
+    assert decide_several(ids[9:59], "reject", "bulk").status_code == 303  # 54 decided now
+    first = client.get("/panel/review").text
+    assert "Decided (54)" in first and "Showing 1–50 of 54, the latest decision first." in first
+    assert 'href="/panel/review?decided_page=2#decided" rel="next">Older</a>' in first
+    second = client.get("/panel/review", params={"decided_page": "2"}).text
+    assert "Showing 51–54 of 54" in second
+    assert f"{names[3]}" in second  # the first decision is on the last page
+    for bad in ("0", "x", "1.5"):
+        assert client.get("/panel/review", params={"decided_page": bad}).status_code == 400
+    assert "Pending proposals (6)" in second
+
+
+def test_in_the_browser_the_owner_decides_several_proposals_and_stays_at_the_next(
+    tmp_path: Path, pages: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    world = World(tmp_path / "bulk", f"http://127.0.0.1:{free_port()}")
+    _, ids, names = _many_proposals(world, 12)
+    port = int(world.url.rsplit(":", 1)[1])
+    with in_thread(world.app, port):
+        page = pages.new(viewport={"width": 1000, "height": 800})
+        _login(page, world, "alice", "/panel/review")
+        # Far down the list, the form to decide several stays in view while ticking.
+        for proposal_id in ids[6:8]:
+            page.locator(f'[id="proposal-{proposal_id}-pick"]').check()
+        bulk = page.get_by_role("form", name="Decide the selected proposals")
+        assert bulk.bounding_box() is not None
+        bulk.get_by_label("Reason for the selected").fill("both match their passages")
+        bulk.get_by_role("button", name="Accept the selected").click()
+        expect(page.locator(":target")).to_have_attribute("id", f"proposal-{ids[8]}")
+        notice = page.locator(".notice.floating")
+        expect(notice).to_contain_text(f"{names[6]}: accepted at revision 1 and 1 more")
+        box = notice.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 800
+        expect(page.get_by_role("heading", name="Pending proposals (10)")).to_be_visible()
+        notice.get_by_role("button", name="Dismiss").click()
+        expect(notice).to_have_count(0)
+    assert world.host.latest_revision("alice") == 2
 
 
 # -- the way in: the owner's notebooks ---------------------------------------------------------

@@ -29,7 +29,10 @@ from oh.panel.layout import (
 if TYPE_CHECKING:
     from oh.host import Host
 
-__all__ = ["ReviewView", "render_review", "review_view"]
+__all__ = ["DECIDED_PAGE_SIZE", "MAX_BULK", "ReviewView", "render_review", "review_view"]
+
+DECIDED_PAGE_SIZE = 50  # decided proposals on one page of the Decided list
+MAX_BULK = 100  # proposals one decision of several may name
 
 _STATES = {"accept": "accepted", "accept_with_edits": "accepted with edits", "reject": "rejected"}
 
@@ -47,16 +50,29 @@ class ReviewView:
     accepted: dict[str, ReviewedRecord] = field(default_factory=dict)
     # pending proposal id → why it cannot be accepted as proposed now
     refusals: dict[str, InvalidArgument] = field(default_factory=dict)
+    decided_page: int = 1  # the page of the Decided list shown
+    decided_total: int = 0  # how many are decided in all
+    decided_now_count: int = 0  # how many proposals the decision just made decided
 
 
 def review_view(
-    host: Host, owner: str, revision: int | None = None, decided_id: str | None = None
+    host: Host,
+    owner: str,
+    revision: int | None = None,
+    decided_id: str | None = None,
+    decided_page: int = 1,
+    decided_count: int = 1,
 ) -> ReviewView:
     proposals = host.proposals(owner)
     knowledge = host.knowledge_at(owner, revision)
     pending = [p for p in proposals if p.state == "pending"]
     decided = [p for p in proposals if p.state != "pending"]
     decided.sort(key=lambda p: p.decision.at if p.decision else "", reverse=True)
+    total = len(decided)
+    last_page = max(1, -(-total // DECIDED_PAGE_SIZE))
+    decided_page = min(decided_page, last_page)
+    start = (decided_page - 1) * DECIDED_PAGE_SIZE
+    decided = decided[start : start + DECIDED_PAGE_SIZE]
     accepted: dict[str, ReviewedRecord] = {}
     for name in sorted({p.name for p in decided if p.state == "accepted"}):
         for version in host.history(owner, name):
@@ -79,6 +95,9 @@ def review_view(
         decided_now=next((p for p in proposals if p.id == decided_id), None),
         accepted=accepted,
         refusals=refusals,
+        decided_page=decided_page,
+        decided_total=total,
+        decided_now_count=decided_count,
     )
 
 
@@ -147,7 +166,12 @@ def _refusal(refusal: InvalidArgument | None) -> tuple[str, bool]:
     )
 
 
-def _pending(chrome: Chrome, proposal: Proposal, refusal: InvalidArgument | None = None) -> str:
+def _pending(
+    chrome: Chrome,
+    proposal: Proposal,
+    refusal: InvalidArgument | None = None,
+    pickable: bool = False,
+) -> str:
     record = proposal.verified_record()
     key = f"proposal-{esc(proposal.id)}"
     action = f"{esc(chrome.base)}/panel/review/{esc(proposal.id)}/decision"
@@ -172,9 +196,17 @@ def _pending(chrome: Chrome, proposal: Proposal, refusal: InvalidArgument | None
         if acceptable
         else ""
     )
+    # Ticked, the proposal is one of those the decision of several (above the list) decides.
+    pick = (
+        f'<p class="pick"><input type="checkbox" form="bulk" name="proposal"'
+        f' value="{esc(proposal.id)}" id="{key}-pick">'
+        f' <label for="{key}-pick">Select {esc(proposal.name)}</label></p>'
+        if pickable
+        else ""
+    )
     return (
         f'<li><article class="proposal" id="{key}" aria-labelledby="{key}-title">'
-        f'<h3 id="{key}-title" class="name">{esc(proposal.name)}</h3>'
+        f'<h3 id="{key}-title" class="name">{esc(proposal.name)}</h3>{pick}'
         f'<p class="meta">Proposed by {esc(proposal.proposed_by)} · '
         f"{time_tag(proposal.proposed_at)} · from {_origin(chrome, proposal)}"
         f' · digest <code title="{esc(proposal.digest)}">{esc(proposal.digest[:12])}</code></p>'
@@ -300,25 +332,78 @@ def _knowledge(chrome: Chrome, view: ReviewView) -> str:
     )
 
 
+def _bulk(chrome: Chrome, view: ReviewView) -> str:
+    """One decision for several pending proposals: the ones ticked, with one reason."""
+    if len(view.pending) < 2:
+        return ""
+    action = f"{esc(chrome.base)}/panel/review/decisions"
+    return (
+        f'<form method="post" action="{action}" id="bulk" class="bulk"'
+        ' aria-label="Decide the selected proposals">'
+        f"{hidden_csrf(chrome)}"
+        "<p>Tick proposals below to decide them together, as proposed, with one reason"
+        f" (at most {MAX_BULK} at a time).</p>"
+        '<label for="bulk-reason">Reason for the selected</label>'
+        '<input id="bulk-reason" name="reason" required maxlength="2000">'
+        '<div class="actions">'
+        '<button type="submit" name="decision" value="accept">Accept the selected</button>'
+        '<button type="submit" name="decision" value="reject" class="danger">'
+        "Reject the selected</button></div></form>"
+    )
+
+
+def _decided_pager(chrome: Chrome, view: ReviewView) -> str:
+    pages = max(1, -(-view.decided_total // DECIDED_PAGE_SIZE))
+    if pages == 1:
+        return ""
+    base = f"{chrome.base}/panel/review"
+
+    def to(number: int, label: str, rel: str = "") -> str:
+        href = f"{base}?decided_page={number}#decided" if number > 1 else f"{base}#decided"
+        return f'<a href="{esc(href)}"{rel}>{label}</a>'
+
+    links = []
+    if view.decided_page > 1:
+        links += [to(1, "Newest"), to(view.decided_page - 1, "Newer", ' rel="prev"')]
+    links.append(f'<span class="current">Page {view.decided_page} of {pages}</span>')
+    if view.decided_page < pages:
+        links += [to(view.decided_page + 1, "Older", ' rel="next"'), to(pages, "Oldest")]
+    return f'<nav class="pager" aria-label="Pages of decided proposals">{" ".join(links)}</nav>'
+
+
 def render_review(chrome: Chrome, view: ReviewView) -> str:
     notice = ""
     decided = view.decided_now
     if decided is not None and decided.decision is not None:
         what = _STATES.get(decided.decision.decision, "decided")
         at = f" at revision {decided.revision}" if decided.revision is not None else ""
+        others = view.decided_now_count - 1
+        more = f" and {others} more, {what}" if others > 0 else ""
+        following = " The next proposal is here." if view.pending else ""
+        # Fixed at the bottom of the window: the page opens at the next proposal, not the top.
         notice = (
-            f'<p class="notice ok" role="status"><strong>{esc(decided.name)}</strong>: {what}'
-            f"{at}.</p>"
+            f'<p class="notice ok floating" role="status"><strong>{esc(decided.name)}</strong>:'
+            f" {what}{at}{more}.{following}</p>"
         )
-    pending_items = "".join(_pending(chrome, p, view.refusals.get(p.id)) for p in view.pending)
+    pickable = len(view.pending) > 1
+    pending_items = "".join(
+        _pending(chrome, p, view.refusals.get(p.id), pickable) for p in view.pending
+    )
     pending = (
-        f'<ul class="records" role="list">{pending_items}</ul>'
+        f'{_bulk(chrome, view)}<ul class="records" role="list">{pending_items}</ul>'
         if view.pending
         else '<p class="empty">No proposals wait for review.</p>'
     )
     decided_items = "".join(_decided(p, view.accepted.get(p.id)) for p in view.decided)
+    first = (view.decided_page - 1) * DECIDED_PAGE_SIZE + 1
+    showing = (
+        f'<p class="count">Showing {first:,}–{first + len(view.decided) - 1:,} of'
+        f" {view.decided_total:,}, the latest decision first.</p>"
+        if view.decided
+        else ""
+    )
     decided_html = (
-        f'<ul class="records" role="list">{decided_items}</ul>'
+        f'{showing}<ul class="records" role="list">{decided_items}</ul>'
         if view.decided
         else '<p class="empty">No decisions yet.</p>'
     )
@@ -331,7 +416,8 @@ def render_review(chrome: Chrome, view: ReviewView) -> str:
         " cite. Accepting makes a new revision of your knowledge base.</p>"
         f"{pending}</section>"
         '<section id="decided" aria-labelledby="decided-title">'
-        f'<h2 id="decided-title">Decided ({len(view.decided)})</h2>{decided_html}</section>'
+        f'<h2 id="decided-title">Decided ({view.decided_total})</h2>{decided_html}'
+        f"{_decided_pager(chrome, view)}</section>"
         f"{_knowledge(chrome, view)}"
     )
     return page(chrome, "Review", body)

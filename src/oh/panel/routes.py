@@ -21,6 +21,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.middleware.gzip import GZipMiddleware
 
+from oh.core.records import Record
 from oh.errors import (
     Bug,
     Forbidden,
@@ -47,7 +48,7 @@ from oh.panel.notebooks import (
     render_document,
     render_landing,
 )
-from oh.panel.review import render_review, review_view
+from oh.panel.review import MAX_BULK, render_review, review_view
 from oh.panel.sessions import LOGIN_COOKIE, SESSION_COOKIE, PanelSession, PanelSessions
 
 if TYPE_CHECKING:
@@ -110,9 +111,10 @@ def _see_other(url: str) -> Response:
     return RedirectResponse(url, status_code=303, headers={"Cache-Control": "no-store"})
 
 
-async def _form(request: Request) -> dict[str, str]:
+async def _form(request: Request, repeated: str | None = None) -> dict[str, str]:
     """An ``application/x-www-form-urlencoded`` body, strictly: size-limited, UTF-8, each field
-    at most once, CRLF line ends folded to LF (as browsers submit textareas)."""
+    at most once (but ``repeated``, whose values come back joined by newlines), CRLF line ends
+    folded to LF (as browsers submit textareas)."""
     chunks, size = [], 0
     async for chunk in request.stream():
         size += len(chunk)
@@ -126,11 +128,15 @@ async def _form(request: Request) -> dict[str, str]:
         raise InvalidArgument("the panel's forms are sent as application/x-www-form-urlencoded")
     try:
         text = b"".join(chunks).decode("ascii")
-        fields = parse_qs(text, keep_blank_values=True, errors="strict", max_num_fields=32)
+        limit = 32 if repeated is None else 32 + MAX_BULK
+        fields = parse_qs(text, keep_blank_values=True, errors="strict", max_num_fields=limit)
     except (UnicodeDecodeError, ValueError):
         raise InvalidArgument("the form could not be read") from None
     out = {}
     for key, values in fields.items():
+        if key == repeated:
+            out[key] = "\n".join(values)
+            continue
         if len(values) != 1:
             raise InvalidArgument(f"the form field {key} was sent more than once")
         out[key] = values[0].replace("\r\n", "\n")
@@ -154,6 +160,47 @@ def _safe_next(value: str | None, base: str) -> str:
     if not value.startswith(f"{base}/panel/") or "//" in value or "\\" in value:
         return default
     return value
+
+
+def _whole(raw: str, name: str, most: int) -> int:
+    """A whole number from 1 to ``most`` read from a query string; ``invalid_argument`` else."""
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 9 and 1 <= int(raw) <= most):
+        raise InvalidArgument(f"{name} is a whole number from 1 to {most:,}")
+    return int(raw)
+
+
+def _pending_ids(host: Host, owner: str) -> list[str]:
+    """The owner's pending proposals, in the order the review page lists them."""
+    return [p.id for p in host.proposals(owner) if p.state == "pending"]
+
+
+def _decide_all(host: Host, owner: str, chosen: list[str], decision: str, reason: str) -> None:
+    """Decide every proposal of ``chosen`` the same way, as proposed, with one reason — after
+    checking that each can be: the owner's, pending, and (to accept) acceptable as proposed
+    now. A refusal found first changes nothing."""
+    check = host.reviewable(owner)
+    for proposal_id in chosen:
+        proposal = host.proposal(owner, proposal_id)  # not_found for another owner's
+        if proposal.state != "pending":
+            raise InvalidArgument(f"{proposal.name} was decided already; reload the page")
+        if decision == "accept":
+            check(Record.parse(proposal.verified_record()))
+    if not reason.strip():
+        raise InvalidArgument("give the reason for your decision")
+    for proposal_id in chosen:
+        host.decide(owner, proposal_id, {"decision": decision, "reason": reason})
+
+
+def _after_decisions(base: str, waiting: list[str], decided: list[str]) -> str:
+    """Where the review page opens after ``decided`` were decided: at the proposal that
+    followed the last of them in the pending list (the one before, at the end), with a notice
+    of the decision."""
+    rest = [p for p in waiting if p not in decided]
+    last = max((waiting.index(p) for p in decided if p in waiting), default=-1)
+    after = [p for p in waiting[last + 1 :] if p in rest] or rest[-1:]
+    count = f"&count={len(decided)}" if len(decided) > 1 else ""
+    place = f"#proposal-{quote(after[0])}" if after else "#pending"
+    return f"{base}/panel/review?decided={quote(decided[0])}{count}{place}"
 
 
 def _forget_note_and_find_next(
@@ -199,12 +246,14 @@ def panel_router(host: Host) -> APIRouter:
             raise _Reload()
         raise _SignIn()
 
-    async def form_session(request: Request) -> tuple[PanelSession, dict[str, str]]:
+    async def form_session(
+        request: Request, repeated: str | None = None
+    ) -> tuple[PanelSession, dict[str, str]]:
         """The session of a form post and its fields, after the CSRF check."""
         session = session_of(request)
         if session is None:
             raise Unauthenticated("sign in to the panel first (your session may have ended)")
-        fields = await _form(request)
+        fields = await _form(request, repeated)
         if not sessions.check_csrf(session, fields.get("csrf")):
             raise Forbidden("this form is out of date or did not come from this panel; reload it")
         return session, fields
@@ -491,14 +540,19 @@ def panel_router(host: Host) -> APIRouter:
     async def review(request: Request) -> Response:
         async def go() -> Response:
             session = page_session(request)
-            raw = request.query_params.get("revision")
+            params = request.query_params
+            raw = params.get("revision")
             revision: int | None = None
             if raw:
                 if not raw.isdigit() or len(raw) > 15:
                     raise InvalidArgument("revision must be a non-negative integer")
                 revision = int(raw)
-            decided = request.query_params.get("decided")
-            view = await blocking(review_view, host, session.owner, revision, decided)
+            page_number = _whole(params.get("decided_page") or "1", "decided_page", 1_000_000)
+            count = _whole(params.get("count") or "1", "count", MAX_BULK)
+            decided = params.get("decided")
+            view = await blocking(
+                review_view, host, session.owner, revision, decided, page_number, count
+            )
             return _html(render_review(chrome(request, session), view))
 
         return await guarded(request, go)
@@ -514,11 +568,32 @@ def panel_router(host: Host) -> APIRouter:
                 record = proposal.verified_record()
                 if fields["text"] != record["text"]:
                     body["record"] = {**record, "text": fields["text"]}
+            waiting = await blocking(_pending_ids, host, session.owner)
             await blocking(host.decide, session.owner, proposal_id, body)
-            return _see_other(
-                f"{chrome(request).base}/panel/review?decided={quote(proposal_id)}"
-                f"#proposal-{quote(proposal_id)}"
+            return _see_other(_after_decisions(chrome(request).base, waiting, [proposal_id]))
+
+        return await guarded(request, go)
+
+    @router.post("/panel/review/decisions")
+    async def decide_several(request: Request) -> Response:
+        """One decision (accept as proposed, or reject) with one reason for several proposals:
+        every one is checked first, and none is decided unless all can be."""
+
+        async def go() -> Response:
+            session, fields = await form_session(request, repeated="proposal")
+            chosen = [p for p in fields.get("proposal", "").split("\n") if p]
+            decision = fields.get("decision")
+            if not chosen:
+                raise InvalidArgument("tick at least one proposal to decide")
+            if len(chosen) > MAX_BULK or len(set(chosen)) != len(chosen):
+                raise InvalidArgument(f"tick at most {MAX_BULK} proposals, each once")
+            if decision not in ("accept", "reject"):
+                raise InvalidArgument("decision is accept or reject")
+            waiting = await blocking(_pending_ids, host, session.owner)
+            await blocking(
+                _decide_all, host, session.owner, chosen, decision, fields.get("reason", "")
             )
+            return _see_other(_after_decisions(chrome(request).base, waiting, chosen))
 
         return await guarded(request, go)
 

@@ -288,6 +288,15 @@
     tick();
     setInterval(tick, 1000);
     document.addEventListener("toggle", loadHistory, true);
+    // A notice the server fixed at the bottom of the window can be put away.
+    document.querySelectorAll(".notice.floating").forEach(function (note) {
+      var close = document.createElement("button");
+      close.type = "button";
+      close.className = "quiet";
+      close.textContent = "Dismiss";
+      close.addEventListener("click", function () { note.remove(); });
+      note.appendChild(close);
+    });
     follow();
     window.addEventListener("hashchange", follow);
     var main = document.querySelector("main[data-notebook]");
