@@ -672,6 +672,25 @@ def test_the_panel_shows_two_captioned_lists_with_history_and_links(
     )
 
 
+def test_on_a_phone_the_notebooks_table_breaks_no_time_or_state_mid_word(
+    served: World, pages: Any
+) -> None:
+    opened = _notebook(served, "phone-table.pdf", "run-phone")
+    opened.remember(_add("lead:phone", "on a phone"))
+    page = pages.new(viewport={"width": 390, "height": 800})
+    _login(page, served, "alice", "/panel/notebooks")
+    broken = page.evaluate(
+        """[...document.querySelectorAll('section.document td time, section.document td .badge')]
+            .filter(e => e.getClientRects().length !== 1).map(e => e.textContent)"""
+    )
+    assert page.locator("section.document td time").count() > 0
+    assert broken == []
+    overflow = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+    )
+    assert overflow <= 0  # the table scrolls inside its section, not the page
+
+
 def test_what_changed_since_the_owner_last_looked_is_marked_and_so_is_what_arrives_live(
     served: World, pages: Any
 ) -> None:
@@ -1499,13 +1518,71 @@ def test_the_landing_page_pages_its_documents_and_each_document_its_notebooks(
     assert every is not None
     own = client.get(every.group(1)).text
     assert own.count('<tr class="notebook') == NOTEBOOKS_PAGE_SIZE
-    older = re.search(r'href="(/panel/notebooks\?document=big.pdf&amp;cursor=[^"]+)">Older', own)
+    assert f"Showing 1–{NOTEBOOKS_PAGE_SIZE} of {NOTEBOOKS_PAGE_SIZE + 2} notebooks." in own
+    older = re.search(r'href="(/panel/notebooks\?document=big.pdf&amp;page=2)" rel="next"', own)
     assert older is not None
     second = client.get(html.unescape(older.group(1))).text
-    assert second.count('<tr class="notebook') == 2 and "Older notebooks" not in second
+    assert second.count('<tr class="notebook') == 2 and 'rel="next"' not in second
     assert ">run-000</a>" in second and ">run-001</a>" in second
     assert client.get("/panel/notebooks?cursor=forged!").status_code == 400
-    assert client.get("/panel/notebooks?document=big.pdf&cursor=forged").status_code == 400
+    for bad in ({"page": "0"}, {"state": "gone"}, {"order": "x"}, {"q": "x" * 121}):
+        answer = client.get("/panel/notebooks", params={"document": "big.pdf", **bad})
+        assert answer.status_code == 400, bad
+    world.host.close()
+
+
+def test_a_documents_notebooks_are_found_by_run_and_state_with_notes_and_last_write(
+    tmp_path: Path,
+) -> None:
+    """The busy notebook is found: every notebook of a document, searched by run, filtered by
+    state, ordered by its last write, each with its notes, last write and real end."""
+    clock = FakeClock()
+    world = World(tmp_path, clock=clock)
+    owner = world.owner("alice", _client(world))
+    runs = {}
+    for i in range(150):
+        clock.advance(seconds=10)
+        runs[i] = world.open(owner, "many.pdf", f"run-{i:03d}", _client(world))
+    busy = runs[3]  # an old notebook the agent keeps writing to
+    clock.advance(minutes=5)
+    busy.remember(*[_add(f"lead:n-{i}", "busy") for i in range(12)])
+    gone = runs[149]
+    owner.delete(f"/v1/notebooks/{gone.id}")
+    client = _sign_in(_client(world), world.tokens["alice"])
+    landing = client.get("/panel/notebooks").text
+    assert landing.count('<tr class="notebook') == NOTEBOOKS_SHOWN  # the five newest
+    assert f"/panel/notebooks/{busy.id}" not in landing
+    # Ordered by the last write, the busy one comes first, with its notes and when.
+    active = client.get("/panel/notebooks", params={"document": "many.pdf", "order": "active"}).text
+    first_row = active[active.index('<tr class="notebook') :].split("</tr>", 1)[0]
+    assert f"/panel/notebooks/{busy.id}" in first_row
+    assert '<td class="number">12</td>' in first_row
+    assert "not yet" in active  # the others were never written
+    # Found by a part of its run id.
+    found = client.get("/panel/notebooks", params={"document": "many.pdf", "q": "RUN-003"}).text
+    assert found.count('<tr class="notebook') == 1 and f"/{busy.id}" in found
+    assert "Showing 1–1 of 1 notebooks." in found
+    # Forgotten ones, with when.
+    forgotten = client.get(
+        "/panel/notebooks", params={"document": "many.pdf", "state": "forgotten"}
+    ).text
+    assert forgotten.count('<tr class="notebook') == 1 and gone.id in forgotten
+    assert "forgotten <time" in forgotten
+    # Open and expired: a day later every notebook is expired, and says since when.
+    open_now = client.get("/panel/notebooks", params={"document": "many.pdf", "state": "open"})
+    assert open_now.text.count('<tr class="notebook') == NOTEBOOKS_PAGE_SIZE
+    clock.advance(hours=25)
+    client = _sign_in(_client(world), world.tokens["alice"])  # a panel session lasts less
+    expired = client.get(
+        "/panel/notebooks", params={"document": "many.pdf", "state": "expired", "page": "2"}
+    ).text
+    assert "Showing 101–149 of 149 notebooks." in expired and "expired <time" in expired
+    assert (
+        client.get("/panel/notebooks", params={"document": "many.pdf", "state": "open"}).text.count(
+            '<tr class="notebook'
+        )
+        == 0
+    )
     world.host.close()
 
 

@@ -434,6 +434,13 @@ class Host:
             "next_cursor": None if last is None else _list_cursor(last),
         }
 
+    def notebook_activity(
+        self, owner: str, notebook_ids: Sequence[str]
+    ) -> dict[str, tuple[int, str | None]]:
+        """For each of ``notebook_ids`` that is ``owner``'s: ``(notes, last_written_at)``, how
+        many working notes it holds and when it was last written (None: never)."""
+        return self._memory.notebook_activity(owner, notebook_ids)
+
     def notebook(self, owner: str, notebook_id: str) -> Notebook:
         """The notebook as its owner sees it; another owner gets ``not_found``, learning
         nothing about whether it exists."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -26,6 +27,7 @@ __all__ = [
     "locator_text",
     "not_found_page",
     "page",
+    "pager",
     "remaining",
     "time_tag",
 ]
@@ -161,6 +163,36 @@ def not_found_page(chrome: Chrome, message: str) -> str:
         "</section>"
     )
     return page(chrome, "Not found for this account", body)
+
+
+PAGER_WORDS = ("First", "Previous", "Next", "Last")
+
+
+def pager(
+    label: str,
+    number: int,
+    pages: int,
+    href: Callable[[int], str],
+    words: tuple[str, str, str, str] = PAGER_WORDS,
+    current: str = ' aria-current="page"',
+    classes: str = "pager",
+) -> str:
+    """Links to the other pages of a list (``words``: to the first, previous, next and last),
+    around "Page N of M", in a ``<nav>`` named ``label``; "" for a list of one page."""
+    if pages <= 1:
+        return ""
+
+    def to(page_number: int, word: str, rel: str = "") -> str:
+        return f'<a href="{esc(href(page_number))}"{rel}>{word}</a>'
+
+    first, previous, following, last = words
+    links = []
+    if number > 1:
+        links += [to(1, first), to(number - 1, previous, ' rel="prev"')]
+    links.append(f'<span class="current"{current}>Page {number} of {pages}</span>')
+    if number < pages:
+        links += [to(number + 1, following, ' rel="next"'), to(pages, last)]
+    return f'<nav class="{classes}" aria-label="{esc(label)}">{" ".join(links)}</nav>'
 
 
 def human_time(stamp: str) -> str:

@@ -36,6 +36,7 @@ from oh.panel.layout import (
     hidden_warning,
     locator_text,
     page,
+    pager,
     remaining,
     time_tag,
 )
@@ -877,24 +878,16 @@ def _pager(
     summary = (
         f'<p class="count">Showing {first:,}–{last:,} of {of} {what}.</p>' if where == "top" else ""
     )
-    if listed.pages == 1:
-        return summary
-    origin = listed.origin
-
-    def to(number: int, label: str, rel: str = "") -> str:
-        href = view.url(view.query.with_page(origin, number), chrome.base)
-        return f'<a href="{esc(href)}"{rel}>{label}</a>'
-
-    links = []
-    if listed.page > 1:
-        links += [to(1, "First"), to(listed.page - 1, "Previous", ' rel="prev"')]
-    current = ' aria-current="page"' if where == "top" else ""
-    links.append(f'<span class="current"{current}>Page {listed.page} of {listed.pages}</span>')
-    if listed.page < listed.pages:
-        links += [to(listed.page + 1, "Next", ' rel="next"'), to(listed.pages, "Last")]
-    nav = " ".join(links)
     label = f"Pages of {what}" + ("" if where == "top" else ", below the list")
-    return f'{summary}<nav class="pager {where}" aria-label="{label}">{nav}</nav>'
+    nav = pager(
+        label,
+        listed.page,
+        listed.pages,
+        lambda number: view.url(view.query.with_page(listed.origin, number), chrome.base),
+        current=' aria-current="page"' if where == "top" else "",
+        classes=f"pager {where}",
+    )
+    return summary + nav
 
 
 _EMPTY = {

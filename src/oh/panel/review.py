@@ -23,6 +23,7 @@ from oh.panel.layout import (
     hidden_warning,
     locator_text,
     page,
+    pager,
     time_tag,
 )
 
@@ -353,22 +354,15 @@ def _bulk(chrome: Chrome, view: ReviewView) -> str:
 
 
 def _decided_pager(chrome: Chrome, view: ReviewView) -> str:
-    pages = max(1, -(-view.decided_total // DECIDED_PAGE_SIZE))
-    if pages == 1:
-        return ""
     base = f"{chrome.base}/panel/review"
-
-    def to(number: int, label: str, rel: str = "") -> str:
-        href = f"{base}?decided_page={number}#decided" if number > 1 else f"{base}#decided"
-        return f'<a href="{esc(href)}"{rel}>{label}</a>'
-
-    links = []
-    if view.decided_page > 1:
-        links += [to(1, "Newest"), to(view.decided_page - 1, "Newer", ' rel="prev"')]
-    links.append(f'<span class="current">Page {view.decided_page} of {pages}</span>')
-    if view.decided_page < pages:
-        links += [to(view.decided_page + 1, "Older", ' rel="next"'), to(pages, "Oldest")]
-    return f'<nav class="pager" aria-label="Pages of decided proposals">{" ".join(links)}</nav>'
+    return pager(
+        "Pages of decided proposals",
+        view.decided_page,
+        max(1, -(-view.decided_total // DECIDED_PAGE_SIZE)),
+        lambda n: f"{base}?decided_page={n}#decided" if n > 1 else f"{base}#decided",
+        ("Newest", "Newer", "Older", "Oldest"),
+        current="",
+    )
 
 
 def render_review(chrome: Chrome, view: ReviewView) -> str:

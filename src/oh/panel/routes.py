@@ -43,6 +43,7 @@ from oh.panel.memory import (
     render_propose,
 )
 from oh.panel.notebooks import (
+    NotebookQuery,
     document_notebooks,
     landing_view,
     render_document,
@@ -326,7 +327,8 @@ def panel_router(host: Host) -> APIRouter:
             cursor = request.query_params.get("cursor") or None
             document = request.query_params.get("document") or None
             if document is not None:
-                listed = await blocking(document_notebooks, host, session.owner, document, cursor)
+                query = NotebookQuery.parse(request.query_params)
+                listed = await blocking(document_notebooks, host, session.owner, document, query)
                 return _html(render_document(chrome(request, session), listed, host.clock()))
             documents, more = await blocking(landing_view, host, session.owner, cursor)
             return _html(render_landing(chrome(request, session), documents, more, host.clock()))

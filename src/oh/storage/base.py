@@ -114,6 +114,14 @@ class MemoryStore(Protocol):
         given, and only those after the ``(started_at, id)`` of the previous page's last."""
         ...
 
+    def notebook_activity(
+        self, owner: str, notebook_ids: Sequence[str]
+    ) -> dict[str, tuple[int, str | None]]:
+        """For each of ``notebook_ids`` that is ``owner``'s: how many current records it holds,
+        and the UTC stamp of its last logged change (None before its first); read without any
+        key."""
+        ...
+
     def remember(
         self,
         notebook_id: str,

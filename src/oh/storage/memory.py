@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
@@ -285,6 +285,20 @@ class InMemoryStore(PreparedRemember):
             ]
         rows.sort(key=lambda row: (row.started_at, row.id), reverse=True)
         return [notebook_from_row(row) for row in rows[:limit]]
+
+    def notebook_activity(
+        self, owner: str, notebook_ids: Sequence[str]
+    ) -> dict[str, tuple[int, str | None]]:
+        with self.database.lock:
+            found = {}
+            for notebook_id in notebook_ids:
+                row = self.database.notebooks.get(notebook_id)
+                if row is None or row.owner != owner:
+                    continue
+                entries = self.database.log.get(notebook_id, {}).values()
+                last = max((entry.written_at for entry in entries), default=None)
+                found[notebook_id] = (len(self.database.records.get(notebook_id, {})), last)
+        return found
 
     # -- writes ---------------------------------------------------------------------------
 

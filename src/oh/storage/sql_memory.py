@@ -396,6 +396,33 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
             ).fetchall()
         return [self._notebook_of(row) for row in rows]
 
+    def notebook_activity(
+        self, owner: str, notebook_ids: Sequence[str]
+    ) -> dict[str, tuple[int, str | None]]:
+        ids = list(dict.fromkeys(notebook_ids))
+        found: dict[str, tuple[int, str | None]] = {}
+        for start in range(0, len(ids), 500):  # within every SQL engine's parameter limit
+            chunk = tuple(ids[start : start + 500])
+            marks = ", ".join("?" for _ in chunk)
+            with self._read() as conn:
+                known = conn.execute(
+                    f"SELECT id FROM notebooks WHERE owner = ? AND id IN ({marks})",
+                    (owner, *chunk),
+                ).fetchall()
+                counts = conn.execute(
+                    f"SELECT notebook_id, count(*) FROM records WHERE notebook_id IN ({marks})"
+                    " GROUP BY notebook_id",
+                    chunk,
+                ).fetchall()
+                written = conn.execute(
+                    f"SELECT notebook_id, max(written_at) FROM log WHERE notebook_id IN ({marks})"
+                    " GROUP BY notebook_id",
+                    chunk,
+                ).fetchall()
+            notes, last = dict(counts), dict(written)
+            found.update({row[0]: (int(notes.get(row[0], 0)), last.get(row[0])) for row in known})
+        return found
+
     def notebook_seal(self, notebook_id: str) -> str | None:
         with self._statement() as conn:
             row = conn.execute("SELECT seal FROM notebooks WHERE id = ?", (notebook_id,)).fetchone()

@@ -420,6 +420,28 @@ class MemoryStoreConformance:
             1,
         )
 
+    def test_notebook_activity_counts_current_records_and_names_the_last_write(
+        self, store: MemoryStore, notebook: str
+    ) -> None:
+        """What an owner's list of notebooks shows: the notes a notebook holds now, and when
+        it was last written — a removal counts as a write."""
+        other = open_notebook(store, run="run-2")
+        bobs = open_notebook(store, run="run-3", owner="bob")
+        assert store.notebook_activity("ann", [notebook, other]) == {
+            notebook: (0, None),
+            other: (0, None),
+        }
+        write(store, notebook, 0, "r-1", add("note:a"), add("note:b"), now=T0)
+        later = T0 + timedelta(minutes=7)
+        write(store, notebook, 1, "r-2", remove("note:a"), now=later)
+        activity = store.notebook_activity("ann", [notebook, other, new_notebook_id(), bobs])
+        assert activity == {
+            notebook: (1, "2026-11-29T12:07:00.000000Z"),
+            other: (0, None),
+        }  # an unknown id, and another owner's, are left out
+        assert store.notebook_activity("bob", [notebook, bobs]) == {bobs: (0, None)}
+        assert store.notebook_activity("ann", []) == {}
+
     def test_a_remove_is_written_with_a_null_digest(
         self, store: MemoryStore, notebook: str
     ) -> None:
