@@ -1434,6 +1434,51 @@ def test_in_the_browser_the_owner_decides_several_proposals_and_stays_at_the_nex
     assert world.host.latest_revision("alice") == 2
 
 
+SCREENS = {"light": ("light", 1100, 800), "dark": ("dark", 1100, 800), "phone": ("light", 390, 844)}
+SCREEN_PAGES = (
+    "login",
+    "notebooks",
+    "document",
+    "panel",
+    "history",
+    "propose",
+    "forget-note",
+    "forget",
+    "review",
+)
+
+
+def test_screenshots_of_every_page_in_light_dark_and_phone_width(
+    served: World, pages: Any, tmp_path: Path
+) -> None:
+    """docs/panel.md shows every page in the light and dark schemes and at a phone's width.
+    ``OH_PANEL_SCREENSHOTS=docs/panel`` writes them there; otherwise they go to a temporary
+    directory, so that the pages are drawn in every scheme on every run."""
+    folder = Path(os.environ.get("OH_PANEL_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    start, urls = _every_page(served, "screens")
+    where = dict(urls)
+    for variant, (scheme, width, height) in SCREENS.items():
+        page = pages.new(viewport={"width": width, "height": height})
+        page.emulate_media(color_scheme=scheme)
+        page.goto(f"{served.url}/panel/login")
+        page.screenshot(path=str(folder / f"login-{variant}.png"))
+        _login(page, served, "carol", start)
+        for name in SCREEN_PAGES[1:]:
+            page.goto(where[name])
+            if name == "panel":  # a record opened, with its history, as an owner reads one
+                page.locator("details.entry").first.evaluate("d => d.open = true")
+                page.locator("details.history").first.evaluate("d => d.open = true")
+                page.locator("details.history li").first.wait_for()
+            page.screenshot(path=str(folder / f"{name}-{variant}.png"))
+    shots = sorted(path.name for path in folder.glob("*.png"))
+    assert shots == sorted(f"{n}-{v}.png" for n in SCREEN_PAGES for v in SCREENS)
+    assert all((folder / shot).stat().st_size > 5_000 for shot in shots)
+    page_text = (Path(__file__).resolve().parents[1] / "docs" / "panel.md").read_text()
+    for shot in shots:
+        assert f"(panel/{shot})" in page_text, shot  # docs/panel.md shows each of them
+
+
 # -- the way in: the owner's notebooks ---------------------------------------------------------
 
 
