@@ -512,6 +512,43 @@ def _login(page: Any, scale: Scale, owner: str, path: str) -> None:
     page.wait_for_url(scale.url + path)
 
 
+def test_in_the_browser_the_owner_finds_the_busy_notebook_among_150(
+    scale: Scale, context: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    runs = []
+    for i in range(150):
+        scale.clock.advance(seconds=5)
+        runs.append(scale.notebook("olga", "many.pdf", f"run-{i:03d}"))
+    scale.clock.advance(minutes=1)
+    busy = runs[7]
+    scale.write(busy, *[_add(f"lead:n-{i}", "busy") for i in range(9)])
+    page = context()
+    _login(page, scale, "olga", "/panel/notebooks")
+    many = page.get_by_role("region", name="Document many.pdf")
+    expect(many.locator("tbody tr")).to_have_count(5)  # the newest five; the busy one is not
+    many.get_by_role("link", name="All notebooks of many.pdf").click()
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(100)
+    expect(page.locator(".count")).to_have_text("Showing 1–100 of 150 notebooks.")
+    finder = page.get_by_role("search", name="Find a notebook")
+    finder.get_by_label("Order").select_option("active")
+    finder.get_by_role("button", name="Find").click()
+    expect(rows.first).to_contain_text("run-007")
+    expect(rows.first.locator("td.number")).to_have_text("9")
+    finder = page.get_by_role("search", name="Find a notebook")
+    finder.get_by_label("Run contains").fill("RUN-14")
+    finder.get_by_role("button", name="Find").click()
+    expect(rows).to_have_count(10)  # run-140 … run-149
+    page.get_by_role("link", name="Clear").click()
+    page.get_by_role("navigation", name="Pages of notebooks").get_by_role(
+        "link", name="Last"
+    ).click()
+    expect(rows).to_have_count(50)
+    expect(rows.last).to_contain_text("run-000")
+
+
 def test_in_the_browser_the_landing_page_lists_documents_and_notebooks_in_every_state(
     scale: Scale, context: Any
 ) -> None:
