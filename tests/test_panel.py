@@ -47,6 +47,11 @@ HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
+def _unmasked_page(text: str) -> str:
+    """A page with its CSRF token left out: each page masks it afresh (docs/panel.md, CSRF)."""
+    return CSRF.sub('name="csrf" value=""', text)
+
+
 def _app(host: Host) -> FastAPI:
     """The host's app with the panel, whether or not create_app includes it already."""
     app = create_app(host)
@@ -213,13 +218,50 @@ def test_a_page_without_a_session_sends_the_browser_to_the_login_form(world: Wor
     assert answer.headers["location"] == f"/panel/login?next=/panel/notebooks/{opened.id}"
 
 
-def test_a_cross_site_link_reloads_once_to_send_the_strict_cookie(world: World) -> None:
+def test_a_cross_site_link_reloads_once_to_send_the_strict_cookie_but_never_its_query(
+    world: World,
+) -> None:
+    """Another site may link to a page of the panel, not search it: the reload drops the
+    query, so a search another site starts never runs with the owner's cookie."""
     opened = _alice_notebook(world)
     answer = _client(world).get(
-        f"/panel/notebooks/{opened.id}", headers={"sec-fetch-site": "cross-site"}
+        f"/panel/notebooks/{opened.id}",
+        params={"q": "guess", "kind": "lead"},
+        headers={"sec-fetch-site": "cross-site"},
     )
     assert answer.status_code == 200
-    assert '<meta http-equiv="refresh" content="0">' in answer.text
+    assert f'<meta http-equiv="refresh" content="0; url=./{opened.id}">' in answer.text
+    assert "guess" not in answer.text
+
+
+def test_the_csrf_token_a_page_carries_is_different_on_every_page_and_each_one_works(
+    world: World,
+) -> None:
+    """Pages are sent compressed and echo a search: a secret that were the same on every page
+    could be guessed from their sizes (BREACH), so the token is masked afresh each time."""
+    opened = _alice_notebook(world)
+    client = _sign_in(_client(world), world.tokens["alice"])
+    tokens = []
+    for _ in range(3):
+        found = CSRF.search(client.get(f"/panel/notebooks/{opened.id}", params={"q": "x"}).text)
+        assert found is not None
+        tokens.append(found.group(1))
+    assert len(set(tokens)) == 3
+    login = [CSRF.search(_client(world).get("/panel/login").text) for _ in range(2)]
+    assert login[0] is not None and login[1] is not None
+    assert login[0].group(1) != login[1].group(1)
+    for token in tokens:  # each one is accepted (here: the forget confirmation refuses no csrf)
+        answer = client.post(
+            f"/panel/notebooks/{opened.id}/notes/forget",
+            data={"csrf": token, "name": "lead:nothing-here", "confirm": "yes"},
+        )
+        assert answer.status_code == 404, answer.text  # past the CSRF check: no such note
+    for forged in ("", "x", tokens[0][:-2], "A" * 200, tokens[0] + "AA"):
+        answer = client.post(
+            f"/panel/notebooks/{opened.id}/notes/forget",
+            data={"csrf": forged, "name": "lead:nothing-here", "confirm": "yes"},
+        )
+        assert answer.status_code == 403, forged
 
 
 def test_a_forged_or_altered_session_cookie_is_no_session(world: World) -> None:
@@ -301,8 +343,8 @@ def test_another_owner_learns_nothing_and_changes_nothing(world: World) -> None:
         assert answer.status_code == 404
         assert "methods section missing" not in answer.text
         assert "reef.pdf" not in answer.text
-        assert answer.text.replace(opened.id, "ID") == unknown.text.replace(
-            "nb_00000000000000000000000000000000", "ID"
+        assert _unmasked_page(answer.text.replace(opened.id, "ID")) == _unmasked_page(
+            unknown.text.replace("nb_00000000000000000000000000000000", "ID")
         )
     assert bob.get(f"/panel/notebooks/{opened.id}/state").status_code == 404
     assert world.host.notebook("alice", opened.id).state == "open"

@@ -267,11 +267,16 @@ def panel_router(host: Host) -> APIRouter:
             base = chrome(request).base
             return _see_other(f"{base}/panel/login?next={quote(target, safe='/')}")
         except _Reload:
+            # Reloaded without its query: another site may link to a page of the panel, but
+            # not search it or choose what it shows (the panel's own links and forms do that),
+            # so the size of what it sends back tells an onlooker nothing about the notes.
+            target = esc("./" + quote(request.url.path.rsplit("/", 1)[1]))  # this path
             return _html(
                 page(
                     chrome(request),
                     "Opening the panel",
-                    '<meta http-equiv="refresh" content="0"><p>Opening the Memory panel…</p>',
+                    f'<meta http-equiv="refresh" content="0; url={target}">'
+                    "<p>Opening the Memory panel…</p>",
                 )
             )
         except Exception as exc:  # the panel's catch-all: its errors are pages, not JSON

@@ -55,6 +55,30 @@ def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
+def masked(token: str) -> str:
+    """``token`` under a fresh one-time pad, so that it is different in every page: a page sent
+    compressed with a secret in it and text a caller chose (a search) would otherwise let
+    whoever sees its size guess the secret a byte at a time (BREACH)."""
+    raw = token.encode("ascii")
+    pad = secrets.token_bytes(len(raw))
+    return _b64(pad + bytes(a ^ b for a, b in zip(pad, raw, strict=True)))
+
+
+def unmasked(text: str | None) -> str:
+    """The token ``masked`` hid ("" for anything that is not a masked token)."""
+    if not text or len(text) > MAX_COOKIE or not text.isascii():
+        return ""
+    try:
+        data = _unb64(text)
+    except ValueError:
+        return ""
+    half = len(data) // 2
+    if len(data) != 2 * half:
+        return ""
+    raw = bytes(a ^ b for a, b in zip(data[:half], data[half:], strict=True))
+    return raw.decode("ascii") if raw.isascii() else ""
+
+
 @dataclass(frozen=True, slots=True)
 class PanelSession:
     owner: str
@@ -108,21 +132,23 @@ class PanelSessions:
     # -- CSRF -------------------------------------------------------------------------------
 
     def csrf(self, session: PanelSession) -> str:
-        return self._mac("csrf", session.nonce)
+        """The session's CSRF token as a page carries it: masked afresh for every page."""
+        return masked(self._mac("csrf", session.nonce))
 
     def check_csrf(self, session: PanelSession, submitted: str | None) -> bool:
-        return hmac.compare_digest(submitted or "", self.csrf(session))
+        return hmac.compare_digest(unmasked(submitted), self._mac("csrf", session.nonce))
 
     def login_nonce(self) -> str:
         return secrets.token_urlsafe(16)
 
     def login_csrf(self, nonce: str) -> str:
-        return self._mac("login", nonce)
+        """The sign-in form's CSRF token, masked afresh for every page as ``csrf`` is."""
+        return masked(self._mac("login", nonce))
 
     def check_login_csrf(self, nonce: str | None, submitted: str | None) -> bool:
         if not nonce or len(nonce) > MAX_COOKIE:
             return False
-        return hmac.compare_digest(submitted or "", self.login_csrf(nonce))
+        return hmac.compare_digest(unmasked(submitted), self._mac("login", nonce))
 
 
 def owner_from_request(host: Host, request: Request) -> str:
