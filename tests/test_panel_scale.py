@@ -526,6 +526,42 @@ def _login(page: Any, scale: Scale, owner: str, path: str) -> None:
     page.wait_for_url(scale.url + path)
 
 
+def test_in_the_browser_the_owner_searches_words_and_sorts_a_thousand_notes(
+    scale: Scale, big: Notebook, context: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    scale.clock.advance(minutes=3)
+    [kept] = [
+        change["record"] for change in _big_notes() if change["record"]["name"] == BIG_NAMES[500]
+    ]
+    links = {key: kept[key] for key in ("supports", "depends_on") if key in kept}
+    scale.write(big, _replace(BIG_NAMES[500], "the HERON gauge drifts after storms", **links))
+    page = context()
+    _login(page, scale, "alice", f"/panel/notebooks/{big.id}")
+    notes = page.locator("#notes article")
+    # Words of the text, in any order and case, find the note among a thousand.
+    page.get_by_label("Search").fill("gauge heron")
+    page.get_by_role("button", name="Filter").click()
+    expect(notes).to_have_count(1)
+    expect(notes.first).to_have_id(f"record-{BIG_NAMES[500]}")
+    # Newest first: what the agent wrote last comes first, marked with its version.
+    page.get_by_role("link", name="Clear the filter").click()
+    page.get_by_label("Sort").select_option("newest")
+    page.get_by_role("button", name="Filter").click()
+    expect(notes.first).to_have_id(f"record-{BIG_NAMES[500]}")
+    expect(notes.first.locator("summary .meta")).to_contain_text("version")
+    page.get_by_label("Sort").select_option("revised")
+    page.get_by_role("button", name="Filter").click()
+    expect(notes.first).to_have_id(f"record-{BIG_NAMES[500]}")  # two versions, the others one
+    page.get_by_label("Sort").select_option("oldest")
+    page.get_by_role("button", name="Filter").click()
+    expect(notes.first).not_to_have_id(f"record-{BIG_NAMES[500]}")
+    expect(
+        page.get_by_role("navigation", name="Pages of working notes", exact=True)
+    ).to_contain_text("Page 1 of")
+
+
 def test_in_the_browser_the_owner_finds_the_busy_notebook_among_150(
     scale: Scale, context: Any
 ) -> None:
