@@ -113,20 +113,23 @@ def landing_view(
 ) -> tuple[list[DocumentNotebooks], str | None]:
     """One page of the owner's documents, each with its newest notebooks; the next cursor."""
     listed = host.list_documents(owner, DOCUMENTS_PAGE_SIZE, cursor)
-    documents = []
-    for row in listed["documents"]:
-        notebooks = host.list_notebooks(owner, row["document"], None, NOTEBOOKS_SHOWN)
-        shown = notebooks["notebooks"]
-        _with_times(host, owner, shown)
-        documents.append(
-            DocumentNotebooks(
-                row["document"],
-                row["registered_at"],
-                shown,
-                notebooks["next_cursor"],
-                host.notebook_activity(owner, [n["id"] for n in shown]),
-            )
+    pages = [
+        (row, host.list_notebooks(owner, row["document"], None, NOTEBOOKS_SHOWN))
+        for row in listed["documents"]
+    ]
+    shown = [notebook for _, notebooks in pages for notebook in notebooks["notebooks"]]
+    _with_times(host, owner, shown)
+    activity = host.notebook_activity(owner, [n["id"] for n in shown])  # one read for the page
+    documents = [
+        DocumentNotebooks(
+            row["document"],
+            row["registered_at"],
+            notebooks["notebooks"],
+            notebooks["next_cursor"],
+            activity,
         )
+        for row, notebooks in pages
+    ]
     return documents, listed["next_cursor"]
 
 
