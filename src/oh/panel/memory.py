@@ -5,9 +5,10 @@ Three lists: the working notes, the notes removed from the session (each with it
 from the notebook's log), and the reviewed knowledge in view. Each is shown a page at a time
 (``PAGE_SIZE`` by default, ``PAGE_SIZES`` to choose from), one compact line per record that opens
 in place for its text, fields and links; its history and the form to propose it for review are
-pages of their own, which the script loads in place. The lists are filtered by kind and by a part
-of the name (``PanelQuery``, from the page's query string); every link the page draws keeps the
-filters, the page size and the other lists' pages.
+pages of their own, which the script loads in place. The lists are filtered by kind and by the
+words of a search (in names, texts and field values), and ordered by name, time or versions
+(``PanelQuery``, from the page's query string); every link the page draws keeps the filters, the
+order, the page size and the other lists' pages.
 
 Anchors: a working note is ``#record-<name>`` (what memory cards link to); a reviewed record in
 view is ``#reviewed-<name>``, a removed note ``#removed-<name>``, since the lists may share a name.
@@ -122,10 +123,10 @@ def searchable(record: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True, slots=True)
 class PanelQuery:
-    """What the owner asked the panel to show, read once from the query string: a kind, a part
-    of the name (``q``), a page of each list and how many records a page holds (``size``), a
-    record to show (``at``: the pages holding it, opened), a proposal just made (``proposed``)
-    and a note just forgotten (``forgot``)."""
+    """What the owner asked the panel to show, read once from the query string: a kind, the
+    words of a search (``q``), an order (``sort``), a page of each list and how many records a
+    page holds (``size``), a record to show (``at``: the pages holding it, opened), a proposal
+    just made (``proposed``) and a note just forgotten (``forgot``)."""
 
     kind: str | None = None
     search: str | None = None
