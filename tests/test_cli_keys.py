@@ -262,6 +262,8 @@ def test_status_shows_the_key_its_source_the_store_and_the_data_keys_never_the_k
         "unreadable_data_keys": 0,
         "rotation_in_progress": False,
         "next_key_id": None,
+        "key_store_shared": False,
+        "warnings": [],
     }
     assert not _keys(tmp_path).exists()  # status creates nothing
     assert main(["key", "create", "--data", str(data)]) == 0

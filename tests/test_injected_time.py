@@ -65,6 +65,12 @@ WALL_CLOCK_ALLOWED = {
         "tests/test_recall.py",
         "test_the_rebuild_command_fails_clearly_and_keeps_the_index_when_the_endpoint_is_down",
     ): "rebuild_command's recall reads the real clock",
+    ("tests/test_recall.py", "test_a_rebuilt_index_on_the_sealed_default_verifies_and_recalls"): (
+        "the `oh index rebuild` child reads the real clock"
+    ),
+    ("tests/test_postgres_recall.py", "test_index_rebuild_rebuilds_the_vectors_on_postgres"): (
+        "the `oh index rebuild` child reads the real clock"
+    ),
 }
 
 

@@ -6,6 +6,7 @@ import argparse
 import io
 import json
 import logging
+import os
 import socket
 import sqlite3
 import subprocess
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from oh.cli.index import add_rebuild_arguments, rebuild_command
+from oh.config import Locations, close_recall, open_recall
 from oh.core.changes import Applied
 from oh.core.clock import system_clock
 from oh.core.notebook import new_notebook_id
@@ -43,6 +45,7 @@ from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.libsql_vectors import VECTOR_TABLES, LibsqlVectorStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, open_notebook, remove, replace, write
+from oh.verify import verify_notebook
 
 SOURCE = {"document": "hughes-2018.pdf", "passage": "Recovery took a decade.", "locator": "p. 4"}
 
@@ -728,6 +731,38 @@ def test_the_rebuild_command_rebuilds_the_data_directory(tmp_path: Path) -> None
     args = parser.parse_args(["--data", str(tmp_path), "--embedder", "hashing"])
     assert rebuild_command(args, out=out, err=io.StringIO()) == 0
     assert out.getvalue().startswith(f"index rebuild: dropped {len(NOTES)} note")
+
+
+def test_a_rebuilt_index_on_the_sealed_default_verifies_and_recalls(tmp_path: Path) -> None:
+    """The staged vectors are sealed as the model they become: after ``oh index rebuild`` on a
+    default (sealed) data directory, verify finds nothing altered and recall finds the note."""
+    data = tmp_path / "oh-data"
+    opened = system_clock()
+    service = open_recall(Locations(data), clock=lambda: opened)
+    try:
+        notebook = Notebooks(service.memory, clock=lambda: opened).open("ann", "doc", "run-1")
+        write(service.memory, notebook.id, 0, "r-1", add("note:reef", "reef site 3"), now=opened)
+        assert service.catch_up_all().notes == 1
+    finally:
+        close_recall(service)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OH_")}
+    for command in (["index", "rebuild"], ["verify"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "oh.cli", *command, "--data", str(data)],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+    service = open_recall(Locations(data), clock=lambda: opened)
+    try:
+        assert verify_notebook(service.memory, notebook.id).problems == []
+        answer = service.answer(notebook.id, "reef site 3", limit=1)
+        assert [row.name for row in answer.rows] == ["note:reef"]
+    finally:
+        close_recall(service)
 
 
 def _closed_port() -> int:

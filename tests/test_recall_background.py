@@ -321,7 +321,7 @@ def test_the_recall_mode_and_deadline_come_from_options_or_the_environment(
     embedded = Locations.resolve(str(tmp_path))
     postgres = Locations.resolve(str(tmp_path), "postgresql://oh@127.0.0.1/oh")
     assert RecallConfig.resolve(embedded, environ={}) == RecallConfig("shadow", None)
-    assert RecallConfig.resolve(postgres, environ={}) == RecallConfig("off", None)
+    assert RecallConfig.resolve(postgres, environ={}) == RecallConfig("shadow", None)
     environ = {"OH_RECALL": "on", "OH_RECALL_DEADLINE": "0.25"}
     assert RecallConfig.resolve(embedded, environ=environ) == RecallConfig("on", 0.25)
     assert RecallConfig.resolve(embedded, "off", 3.0, environ) == RecallConfig("off", 3.0)

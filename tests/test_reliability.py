@@ -107,6 +107,23 @@ def test_the_crash_checker_notices_a_lost_acknowledgement(libsql: Any) -> None:
 # -- 2. concurrency -------------------------------------------------------------------------------
 
 
+def test_three_servers_that_share_nothing_on_disk_behave_as_one(tmp_path: Path) -> None:
+    """stress/three_servers.py, small: three oh serve processes, their own directories, one
+    memory cluster, a key cluster of its own, a purge worker apart; one server killed mid-write."""
+    summary = stress("three_servers").run(
+        tmp_path, 12, seed=1, clients=4, races=5, memory_cluster=shared_cluster()
+    )
+    assert summary["acknowledged"] == 4 * 12 and summary["lost"] == 0, summary
+    assert 0 < summary["acknowledged_before_kill"] < summary["acknowledged"]
+    assert summary["stale_wrong"] == 0 and summary["cross_owner_reads"] == 0, summary
+    assert summary["recalled_through_another_server"], summary
+    assert summary["forgotten_everywhere"] and summary["purged_on_schedule"], summary
+    assert summary["verify_problems"] == 0, summary["verify_output"]
+    assert summary["files_in_two_server_directories"] == []
+    assert summary["purge_worker_alive"] and summary["remember_per_s"] > 0
+    assert summary["ok"]
+
+
 @pytest.mark.parametrize("backend", ["libsql", "postgres"])
 def test_contested_writers_lose_no_update_and_every_refusal_is_current(
     backend: str, request: pytest.FixtureRequest

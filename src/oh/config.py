@@ -33,6 +33,7 @@ its steps) replaces the key file's key.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import sqlite3
@@ -43,7 +44,6 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import urlsplit, urlunsplit
 
 from oh.core.clock import Clock, system_clock
 from oh.errors import AlreadyExists, InvalidArgument, NotFound, StorageUnavailable
@@ -51,8 +51,10 @@ from oh.host import Host, HostSettings
 from oh.keys import (
     KEY_FILE,
     MASTER_KEY_ENV,
+    MASTER_MARKER,
     NEXT_KEY_FILE,
     Keyring,
+    KeyStore,
     MasterKey,
     MasterKeys,
     load_master_keys,
@@ -62,10 +64,11 @@ from oh.keys import (
 )
 from oh.knowledge_macs import KnowledgeMacs, Remaced, remac
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
-from oh.storage.key_store import KEY_STORE_FILE, KeyShredder, LibsqlKeyStore
+from oh.storage.key_stores import KeyStorePlace, key_store_place
 from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, Synchronous
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.sealing import LOST_KEYS_FIX, check_keys_fit
+from oh.storage.urls import is_postgres_url, masked_url
 
 __all__ = [
     "DEFAULT_DATA_DIR",
@@ -96,6 +99,7 @@ __all__ = [
     "open_memory_store",
     "open_purge_access",
     "open_recall",
+    "open_vector_store",
     "remac_knowledge",
     "rewrap_data_keys",
     "rotate_master_key",
@@ -115,6 +119,9 @@ class Locations:
     create: bool = True  # may opening create the data directory and missing database files?
     driver: Driver = "sqlite3"  # how the embedded files are opened (``OH_EMBEDDED_DRIVER``)
     keys_dir: Path | None = None  # ``--keys`` / ``OH_KEYS``; None: beside the data directory
+    # ``--keys-url`` / ``OH_KEYS_URL``: the key store in a PostgreSQL database every server
+    # shares; None: the key store file in the keys directory.
+    keys_url: str | None = None
     # False is the one opt-out of sealing (``OH_UNSEALED=1``): notes kept in plain text, with a
     # warning each time the stores open. Sealed is the default everywhere (docs/keys.md).
     sealed: bool = True
@@ -138,6 +145,7 @@ class Locations:
         *,
         create: bool = True,
         keys_dir: str | None = None,
+        keys_url: str | None = None,
     ) -> Locations:
         """Explicit values win over the environment, which wins over the defaults."""
         keys = keys_dir or os.environ.get("OH_KEYS") or None
@@ -148,6 +156,7 @@ class Locations:
             create=create,
             driver=embedded_driver(os.environ),
             keys_dir=None if keys is None else Path(keys),
+            keys_url=keys_url or os.environ.get("OH_KEYS_URL") or None,
             sealed=os.environ.get(UNSEALED_ENV, "") not in ("1", "true", "yes"),
         )
 
@@ -160,6 +169,11 @@ class Locations:
         if not data.name:
             raise InvalidArgument(f"the data directory {data} has no name to put -keys after")
         return data.with_name(data.name + "-keys")
+
+    def key_store(self) -> KeyStorePlace:
+        """Where the key store is: the database ``keys_url`` names, else ``keys.db`` in the
+        keys directory."""
+        return key_store_place(self.keys_path(), self.keys_url)
 
     def memory_path(self) -> Path:
         return _embedded_path(self.memory_url, self.data_dir / "memory.db", self.create)
@@ -222,13 +236,6 @@ def _make_directory(directory: Path) -> None:
         raise InvalidArgument(f"cannot create data directory {directory}: {exc.strerror}") from exc
 
 
-def is_postgres_url(url: str | None) -> bool:
-    """Whether ``url`` names a PostgreSQL database: it starts ``postgresql://`` or
-    ``postgres://``, exactly as libpq reads a connection URI (lower case only). Anything else,
-    a bare ``postgres`` included, is for the embedded backend to take as a path or refuse."""
-    return url is not None and url.startswith(("postgresql://", "postgres://"))
-
-
 # -- keys (docs/keys.md) -------------------------------------------------------------------
 
 
@@ -255,8 +262,30 @@ def open_keyring(locations: Locations) -> Keyring | None:
     masters = load_master_keys(keys_dir, os.environ)
     if masters is None:
         return None
-    store_path = _existing_key_store(locations)
-    return Keyring(masters, _key_store(store_path))
+    place = _existing_key_store(locations)
+    store = place.open()
+    try:
+        if place.shared:
+            _claim_master(store, masters, place.where)
+    except BaseException:
+        store.close()
+        raise
+    return Keyring(masters, store)
+
+
+def _claim_master(store: KeyStore, masters: MasterKeys, where: str) -> None:
+    """A key store every server shares records the master key its data keys are wrapped by;
+    a process given another key is refused before it makes one data key that the other
+    servers could not open."""
+    recorded = store.claim(MASTER_MARKER, masters.current.id)
+    known = {key.id for key in (masters.current, *masters.others)}
+    if recorded not in known:
+        raise StorageUnavailable(
+            f"the key store {where} is shared by servers whose master key is {recorded}, but"
+            f" this process is given master key {masters.current.id}: give every Oh process"
+            f" the same master key ({MASTER_KEY_ENV}); nothing was changed (docs/keys.md,"
+            " A key store for many servers)"
+        )
 
 
 def _warn_unsealed(locations: Locations) -> None:
@@ -301,31 +330,16 @@ def sealed_memory(locations: Locations) -> str | None:
     return str(path) if row is not None else None
 
 
-def masked_url(url: str) -> str:
-    """A database URL as Oh shows it (banners, messages, logs): its password as ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
-def _existing_key_store(locations: Locations) -> Path:
-    """The key store's path; ``not_found`` when it is missing and may not be created."""
-    path = locations.keys_path() / KEY_STORE_FILE
-    if not locations.create and not path.is_file():
+def _existing_key_store(locations: Locations) -> KeyStorePlace:
+    """The key store's place; ``not_found`` when it is missing and may not be created."""
+    place = locations.key_store()
+    if not locations.create and not place.exists():
+        flags = "--keys-url or OH_KEYS_URL" if place.shared else "--keys or OH_KEYS"
         raise NotFound(
-            f"a master key is configured but there is no key store at {path}"
-            " (pass --keys or set OH_KEYS to the keys directory; docs/keys.md)"
+            f"a master key is configured but there is no key store at {place.where}"
+            f" (pass {flags}, naming where the key store is; docs/keys.md)"
         )
-    return path
-
-
-def _key_store(path: Path) -> LibsqlKeyStore:
-    try:
-        return LibsqlKeyStore(path)
-    except OSError as exc:  # the keys directory cannot be made: bad input, not a crash
-        raise InvalidArgument(f"cannot create the key store {path}: {exc.strerror}") from exc
+    return place
 
 
 def create_master_key(locations: Locations, *, write: bool = True) -> MasterKey:
@@ -339,11 +353,11 @@ def create_master_key(locations: Locations, *, write: bool = True) -> MasterKey:
         raise AlreadyExists(f"{MASTER_KEY_ENV} is set: a master key is configured already")
     if key_file.exists():
         raise AlreadyExists(f"a master key file exists at {key_file}; Oh never overwrites one")
-    store_path = keys_dir / KEY_STORE_FILE
-    held = _data_keys(store_path)
+    place = locations.key_store()
+    held = _data_keys(place)
     if held:
         raise AlreadyExists(
-            f"the key store {store_path} holds {sum(held.values())} data keys wrapped by master"
+            f"the key store {place.where} holds {sum(held.values())} data keys wrapped by master"
             f" key {', '.join(sorted(held))}, which a new key cannot open: restore that key"
             " (docs/keys.md, Losing the master key)"
         )
@@ -358,7 +372,7 @@ def create_master_key(locations: Locations, *, write: bool = True) -> MasterKey:
     try:
         if write:
             write_master_key(key_file, key)
-        _key_store(store_path).close()
+        place.open().close()
     except OSError as exc:
         raise InvalidArgument(f"cannot write to the keys directory {keys_dir}: {exc}") from exc
     return key
@@ -373,17 +387,25 @@ def start_master_key(locations: Locations) -> Path | None:
     if not locations.create:
         return None
     keys_dir = locations.keys_path()
-    store_path = keys_dir / KEY_STORE_FILE
+    place = locations.key_store()
     if load_master_keys(keys_dir, os.environ) is not None:
-        if not store_path.is_file():  # a key from OH_MASTER_KEY, say
+        if not place.exists():  # a key from OH_MASTER_KEY, say
             sealed = sealed_memory(locations)
             if sealed is not None:
                 raise StorageUnavailable(
                     f"the notebooks in {sealed} are sealed, but there is no key store at"
-                    f" {store_path}; Oh never starts an empty one over sealed data." + LOST_KEYS_FIX
+                    f" {place.where}; Oh never starts an empty one over sealed data."
+                    + LOST_KEYS_FIX
                 )
-            _key_store(store_path).close()
+            place.open().close()
         return None
+    if place.shared:
+        raise InvalidArgument(
+            f"no master key is configured, and the key store {place.where} is shared by every"
+            " server: Oh does not make a master key for one process alone. Make one once"
+            f" (oh key create --stdout) and give it to every Oh process as {MASTER_KEY_ENV}"
+            " (docs/keys.md, A key store for many servers)"
+        )
     try:
         create_master_key(locations)
     except AlreadyExists:
@@ -393,11 +415,11 @@ def start_master_key(locations: Locations) -> Path | None:
     return keys_dir / KEY_FILE
 
 
-def _data_keys(store_path: Path) -> dict[str, int]:
+def _data_keys(place: KeyStorePlace) -> dict[str, int]:
     """How many data keys each master key wraps in the key store (none when it is absent)."""
-    if not store_path.is_file():
+    if not place.exists():
         return {}
-    store = LibsqlKeyStore(store_path, create=False)
+    store = place.open_existing()
     try:
         return store.count()
     finally:
@@ -412,12 +434,16 @@ class KeyStatus:
     master_key_id: str | None  # None: no master key is configured
     source: str | None  # "environment" (OH_MASTER_KEY) or "file"
     key_file: Path | None  # the key file in use (source "file")
-    key_store: Path
+    key_store: str  # a file's absolute path, or a database URL with its password masked
     key_store_exists: bool
     data_keys: dict[str, int]  # how many each master key (by id) wraps
     unreadable_data_keys: int  # wrapped by a master key not configured: never opened here
     rotation_in_progress: bool  # ``master.key.next`` is there
     next_key_id: str | None
+    # The key store is a database that every server shares (``OH_KEYS_URL``).
+    key_store_shared: bool = False
+    # What an operator must fix about where keys live (the key database in the memory cluster).
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -425,12 +451,14 @@ class KeyStatus:
             "master_key_id": self.master_key_id,
             "source": self.source,
             "key_file": None if self.key_file is None else str(self.key_file),
-            "key_store": str(self.key_store),
+            "key_store": self.key_store,
             "key_store_exists": self.key_store_exists,
+            "key_store_shared": self.key_store_shared,
             "data_keys": dict(sorted(self.data_keys.items())),
             "unreadable_data_keys": self.unreadable_data_keys,
             "rotation_in_progress": self.rotation_in_progress,
             "next_key_id": self.next_key_id,
+            "warnings": list(self.warnings),
         }
 
 
@@ -439,22 +467,44 @@ def key_status(locations: Locations) -> KeyStatus:
     keys_dir = locations.keys_path()
     masters = load_master_keys(keys_dir, os.environ)
     from_env = bool(os.environ.get(MASTER_KEY_ENV))
-    store_path = keys_dir / KEY_STORE_FILE
+    place = locations.key_store()
     upcoming = keys_dir / NEXT_KEY_FILE
-    held = _data_keys(store_path)
+    held = _data_keys(place)
     known = set() if masters is None else {key.id for key in (masters.current, *masters.others)}
     return KeyStatus(
         keys_dir=keys_dir.resolve(),
         master_key_id=None if masters is None else masters.current.id,
         source=None if masters is None else ("environment" if from_env else "file"),
         key_file=None if masters is None or from_env else (keys_dir / KEY_FILE).resolve(),
-        key_store=store_path.resolve(),
-        key_store_exists=store_path.is_file(),
+        key_store=place.where,
+        key_store_exists=place.exists(),
         data_keys=held,
         unreadable_data_keys=sum(n for key_id, n in held.items() if key_id not in known),
         rotation_in_progress=upcoming.exists(),
         next_key_id=read_master_key(upcoming).id if upcoming.exists() else None,
+        key_store_shared=place.shared,
+        warnings=_key_place_warnings(locations),
     )
+
+
+def _key_place_warnings(locations: Locations) -> tuple[str, ...]:
+    """A key database in the cluster that holds the notes: the cluster's WAL archive and base
+    backups then keep every data key that forgetting destroys, beside what it sealed."""
+    if locations.keys_url is None:
+        return ()
+    from oh.storage.postgres_keys import cluster_id
+
+    keys = cluster_id(locations.keys_url)
+    found = []
+    for what, url in (("memory", locations.memory_url), ("knowledge", locations.knowledge_url)):
+        if is_postgres_url(url) and cluster_id(str(url)) == keys:
+            found.append(
+                f"the key database is in the same PostgreSQL cluster as the {what} database:"
+                " its backups and WAL archive keep the keys that forgetting destroys, beside"
+                " the notes they seal; move the key store to a cluster of its own (docs/keys.md,"
+                " A key store for many servers)"
+            )
+    return tuple(found)
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,10 +556,10 @@ def rewrap_data_keys(locations: Locations, new: MasterKey) -> Rotation:
     masters = load_master_keys(keys_dir, os.environ)
     if masters is None:
         raise NotFound(f"no master key is configured in {keys_dir}")
-    store_path = keys_dir / KEY_STORE_FILE
-    if not store_path.is_file():
-        raise NotFound(f"no key store at {store_path}")
-    store = _key_store(store_path)
+    place = locations.key_store()
+    if not place.exists():
+        raise NotFound(f"no key store at {place.where}")
+    store = place.open()
     keyring = Keyring(masters, store)
     try:
         rewrapped = keyring.rotate(new)
@@ -575,7 +625,8 @@ def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -
     if is_postgres_url(locations.memory_url):
         from oh.storage.postgres import open_postgres_memory
 
-        # The key store stays the embedded file in the keys directory, never in the cluster.
+        # The key store is the file in the keys directory, or a database of its own
+        # (``Locations.keys_url``), never this cluster's memory database.
         keyring = open_keyring(locations)
         try:
             _check_keys(locations, keyring)
@@ -635,17 +686,17 @@ class _KeyStoreMarkers:
     """The key store's markers, the file opened for each use: a knowledge store reads them
     when it opens (and writes one once) and never closes them, so they hold no connection."""
 
-    path: Path
+    place: KeyStorePlace
 
     def marker(self, name: str) -> str | None:
-        store = _key_store(self.path)
+        store = self.place.open()
         try:
             return store.marker(name)
         finally:
             store.close()
 
     def mark(self, name: str, value: str) -> None:
-        store = _key_store(self.path)
+        store = self.place.open()
         try:
             store.mark(name, value)
         finally:
@@ -667,23 +718,17 @@ def open_purge_access(locations: Locations) -> PurgeAccess:
     """The purge worker's credential on the memory database."""
     # The purge worker never gets the master key: only the key store credential that destroys
     # the data keys of the notebooks it purges.
-    store_path = locations.keys_path() / KEY_STORE_FILE
     if is_postgres_url(locations.memory_url):
         from oh.storage.postgres import open_postgres_purge
 
-        shredder = KeyShredder(store_path) if store_path.is_file() else None
-        try:
-            return open_postgres_purge(str(locations.memory_url), shredder=shredder)
-        except BaseException:
-            if shredder is not None:
-                shredder.close()
-            raise
-    from oh.storage.libsql import LibsqlPurgeAccess
+        opened: Any = functools.partial(open_postgres_purge, str(locations.memory_url))
+    else:
+        from oh.storage.libsql import LibsqlPurgeAccess
 
-    path = locations.memory_path()
-    shredder = KeyShredder(store_path) if store_path.is_file() else None
+        opened = functools.partial(LibsqlPurgeAccess, locations.memory_path())
+    shredder = locations.key_store().shredder()
     try:
-        return LibsqlPurgeAccess(path, shredder=shredder)
+        return cast(PurgeAccess, opened(shredder=shredder))
     except BaseException:
         if shredder is not None:
             shredder.close()
@@ -693,23 +738,40 @@ def open_purge_access(locations: Locations) -> PurgeAccess:
 def open_recall(
     locations: Locations, embedder: str | None = None, *, clock: Clock = system_clock
 ) -> Any:
-    """The recall service over the embedded memory database (``OH_EMBEDDER`` picks the
-    embedder: ``hashing`` by default, ``local``, ``openai``). ``clock`` must be the host's:
-    recall answers only for notebooks that are open by it. ``close_recall`` closes it."""
-    if is_postgres_url(locations.memory_url):
-        raise InvalidArgument("recall needs the embedded memory database in this release")
+    """The recall service over the memory database (``OH_EMBEDDER`` picks the embedder:
+    ``hashing`` by default, ``local``, ``openai``). ``clock`` must be the host's: recall
+    answers only for notebooks that are open by it. ``close_recall`` closes it."""
     from oh.recall import Recall, embedder_from_env
-    from oh.storage.libsql_vectors import LibsqlVectorStore
 
     memory = open_memory_store(locations)
-    return Recall(
-        memory,
-        # Recall reads the notes to embed through the memory store's keyring (it owns it).
-        LibsqlVectorStore(locations.memory_path(), driver=locations.driver),
-        embedder_from_env(kind=embedder),
-        open_knowledge_store(locations),
-        clock=clock,
-    )
+    try:
+        vectors = open_vector_store(locations)
+        try:
+            return Recall(
+                memory,
+                # Recall reads the notes to embed through the memory store's keyring (it owns it).
+                vectors,
+                embedder_from_env(kind=embedder),
+                open_knowledge_store(locations),
+                clock=clock,
+            )
+        except BaseException:
+            vectors.close()
+            raise
+    except BaseException:
+        memory.close()
+        raise
+
+
+def open_vector_store(locations: Locations) -> Any:
+    """Recall's vector tables in the memory database, on its own connections."""
+    if is_postgres_url(locations.memory_url):
+        from oh.storage.postgres_vectors import PostgresVectorStore
+
+        return PostgresVectorStore(str(locations.memory_url))
+    from oh.storage.libsql_vectors import LibsqlVectorStore
+
+    return LibsqlVectorStore(locations.memory_path(), driver=locations.driver)
 
 
 def memory_keyring(memory: MemoryStore) -> Keyring | None:
@@ -734,9 +796,9 @@ class RecallConfig:
     """How a serving host offers ``recall``, the same for ``oh serve`` and ``oh mcp``.
 
     ``mode``: ``--recall`` or ``OH_RECALL`` — ``shadow`` (computed and measured, the agent gets
-    no rows; the default on the embedded backend), ``on``, or ``off`` (no recall tool; the
-    default on PostgreSQL, where this release keeps no vectors). ``deadline``: seconds one
-    recall may take, ``--recall-deadline`` or ``OH_RECALL_DEADLINE`` (None: the host default).
+    no rows; the default on both backends), ``on``, or ``off`` (no recall tool).
+    ``deadline``: seconds one recall may take, ``--recall-deadline`` or ``OH_RECALL_DEADLINE``
+    (None: the host default).
     """
 
     mode: str
@@ -760,9 +822,7 @@ class RecallConfig:
     ) -> RecallConfig:
         """Explicit values win over the environment, which wins over the defaults."""
         env = os.environ if environ is None else environ
-        chosen = mode or env.get("OH_RECALL") or None
-        if chosen is None:
-            chosen = "off" if is_postgres_url(locations.memory_url) else "shadow"
+        chosen = mode or env.get("OH_RECALL") or "shadow"
         if chosen not in RECALL_MODES:
             raise InvalidArgument(
                 f"recall must be one of {', '.join(RECALL_MODES)}, not {chosen!r}"

@@ -39,13 +39,16 @@ from typing import Any, Protocol
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, AESGCMSIV
 
+from oh.core.seals import vector_model
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument, NotFound, Purged
 
 __all__ = [
     "KEY_FILE",
     "MASTER_KEY_ENV",
+    "MASTER_MARKER",
     "SEALED",
     "SEALED_VECTOR",
+    "KeyShredding",
     "KeyStore",
     "Keyring",
     "MasterKey",
@@ -59,6 +62,9 @@ __all__ = [
 
 MASTER_KEY_ENV = "OH_MASTER_KEY"
 KEY_FILE = "master.key"
+# The key store's record of the master key its data keys are wrapped by (a shared key store
+# refuses a process given another; a rotation moves it).
+MASTER_MARKER = "master_key"
 NEXT_KEY_FILE = "master.key.next"  # a rotation in progress (``Keyring.rotate``)
 SEALED = "oh1:"  # how sealed text begins; canonical content always begins with "{"
 SEALED_VECTOR = b"ohv1"  # how a sealed recall vector begins (``NotebookCipher.seal_vector``)
@@ -277,6 +283,21 @@ class KeyStore(Protocol):
 
     def mark(self, name: str, value: str) -> None: ...
 
+    def claim(self, name: str, value: str) -> str:
+        """The marker's value, set to ``value`` first if it has none, atomically."""
+
+    def count(self) -> dict[str, int]:
+        """How many data keys each master key (by id) wraps."""
+
+    def close(self) -> None: ...
+
+
+class KeyShredding(Protocol):
+    """The purge worker's credential on the key store: it destroys data keys, and can neither
+    read nor create one."""
+
+    def destroy(self, notebook_ids: Iterable[str]) -> int: ...
+
     def close(self) -> None: ...
 
 
@@ -398,6 +419,7 @@ class NotebookCipher:
             ) from None
 
     def _vector_ad(self, model_id: str, digest: str) -> bytes:
+        model_id = vector_model(model_id)  # a rebuild's staged vector: as the model it becomes
         return (
             b"oh vector\0"
             + self.notebook_id.encode()
@@ -487,7 +509,15 @@ class Keyring:
         return self._keep(NotebookCipher(notebook_id, data_key, self._values))
 
     def has_key(self, notebook_id: str) -> bool:
-        return notebook_id in self._ciphers or self.store.get(notebook_id) is not None
+        """Whether the key store holds the notebook's key: asked of the store, not of this
+        keyring's memory (another server sharing the store may have destroyed it)."""
+        return self.store.get(notebook_id) is not None
+
+    def drop(self, notebook_id: str) -> None:
+        """Forget the notebook's opened key in memory only: it was forgotten, perhaps through
+        another server sharing the key store, and no copy of its key is to stay here."""
+        if self._ciphers.pop(notebook_id, None) is not None:
+            self._values.clear()
 
     def _keep(self, cipher: NotebookCipher) -> NotebookCipher:
         if len(self._ciphers) >= self.CACHE:
@@ -511,6 +541,7 @@ class Keyring:
             data_key = self.masters.by_id(master_id).unwrap(wrapped, notebook_id)
             rows.append((notebook_id, new.id, new.wrap(data_key, notebook_id)))
         self.store.rewrap(rows)
+        self.store.mark(MASTER_MARKER, new.id)
         self.masters = MasterKeys(new, (self.masters.current, *self.masters.others))
         return len(rows)
 

@@ -12,10 +12,9 @@ import sys
 from typing import TextIO
 
 from oh.cli.options import read_locations
-from oh.config import open_knowledge_store, open_memory_store
+from oh.config import open_knowledge_store, open_memory_store, open_vector_store
 from oh.errors import OhError
 from oh.recall.names import EMBEDDERS
-from oh.storage.libsql_vectors import LibsqlVectorStore
 
 __all__ = ["add_rebuild_arguments", "cmd_index", "configure_index", "rebuild_command"]
 
@@ -51,7 +50,7 @@ def rebuild_command(
     embedder = embedder_from_env(kind=getattr(args, "embedder", None))
     memory = open_memory_store(locations)
     try:
-        vectors = LibsqlVectorStore(locations.memory_path(), driver=locations.driver)
+        vectors = open_vector_store(locations)
         try:
             knowledge = open_knowledge_store(locations)
             try:

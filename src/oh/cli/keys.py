@@ -16,7 +16,6 @@ from pathlib import Path
 from oh.cli.options import read_locations
 from oh.config import create_master_key, key_status, rotate_master_key
 from oh.keys import KEY_FILE, MASTER_KEY_ENV, losing_it
-from oh.storage.key_store import KEY_STORE_FILE
 
 __all__ = ["SUMMARY", "cmd_create", "cmd_rotate", "cmd_status", "register", "warn_created"]
 
@@ -46,7 +45,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     key = create_master_key(locations)
     keys_dir = locations.keys_path().resolve()
     print(f"master key {key.id} written to {keys_dir / KEY_FILE} (mode 0600)")
-    print(f"key store {keys_dir / KEY_STORE_FILE}")
+    print(f"key store {locations.key_store().where}")
     print(
         f"oh key create: {losing_it(f'the master key file {keys_dir / KEY_FILE}')}", file=sys.stderr
     )
@@ -80,7 +79,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         print(f"master key: {status.master_key_id} (file {status.key_file})")
     state = "" if status.key_store_exists else " (not created yet)"
-    print(f"key store: {status.key_store}{state}")
+    shared = " (shared by every server)" if status.key_store_shared else ""
+    print(f"key store: {status.key_store}{shared}{state}")
     if status.data_keys:
         for key_id, count in sorted(status.data_keys.items()):
             print(f"data keys under {key_id}: {count}")
@@ -93,6 +93,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         )
     if status.rotation_in_progress:
         print(f"rotation in progress to {status.next_key_id}: run oh key rotate to finish it")
+    for warning in status.warnings:
+        print(f"warning: {warning}")
     return 1 if status.unreadable_data_keys else 0
 
 

@@ -1,8 +1,9 @@
 """The options several commands share, and how the command line reads them.
 
-``common()`` holds ``--data``, ``--memory-url``, ``--knowledge-url`` and ``--keys``, which every
-command but ``profile`` and ``key`` themselves takes (their actions do); ``read_locations``
-reads them (then the environment, then the defaults) into ``oh.config.Locations``.
+``common()`` holds ``--data``, ``--memory-url``, ``--knowledge-url``, ``--keys`` and
+``--keys-url``, which every command but ``profile`` and ``key`` themselves takes (their actions
+do); ``read_locations`` reads them (then the environment, then the defaults) into
+``oh.config.Locations``.
 ``parse_every`` reads a duration for ``--every`` and ``--recall-deadline``.
 """
 
@@ -45,6 +46,12 @@ def common() -> argparse.ArgumentParser:
         help="keys directory: the master key and the key store (env OH_KEYS, DATA-keys beside"
         " the data directory)",
     )
+    parser.add_argument(
+        "--keys-url",
+        metavar="URL",
+        help="the key store in a PostgreSQL database every server shares (env OH_KEYS_URL;"
+        " default the key store file in the keys directory)",
+    )
     return parser
 
 
@@ -58,6 +65,7 @@ def read_locations(args: argparse.Namespace, *, create: bool = False) -> Locatio
         getattr(args, "knowledge_url", None),
         create=create,
         keys_dir=getattr(args, "keys", None),
+        keys_url=getattr(args, "keys_url", None),
     )
 
 

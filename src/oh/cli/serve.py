@@ -119,6 +119,13 @@ def _purge_arguments(command: argparse.ArgumentParser) -> None:
         help="the memory database the purge worker connects to (env OH_PURGE_URL; on"
         " PostgreSQL, the purge role's URL; default the memory database itself)",
     )
+    command.add_argument(
+        "--purge-keys-url",
+        metavar="URL",
+        default=None,
+        help="the key database the purge worker connects to (env OH_PURGE_KEYS_URL: the purge"
+        " role's URL on the key store of --keys-url; default the key store itself)",
+    )
 
 
 def _purge_worker(args: argparse.Namespace, locations: Locations) -> PurgeWorker | None:
@@ -130,6 +137,10 @@ def _purge_worker(args: argparse.Namespace, locations: Locations) -> PurgeWorker
         # On PostgreSQL the purge role's URL: a credential that can delete expired notebooks
         # and nothing else (the embedded backend's purge connection is restricted anyway).
         locations = replace(locations, memory_url=purge_url)
+    keys_url = getattr(args, "purge_keys_url", None) or os.environ.get("OH_PURGE_KEYS_URL")
+    if keys_url:
+        # The purge role on the key database: it can destroy data keys and nothing else.
+        locations = replace(locations, keys_url=keys_url)
     return PurgeWorker(
         this_oh(),
         _child_environment(locations),
@@ -142,6 +153,8 @@ def _child_environment(locations: Locations) -> dict[str, str]:
     """The locations as a child ``oh`` reads them from its environment, absolute, unmasked."""
     env = {"OH_DATA": str(locations.data_dir.resolve())}
     env["OH_KEYS"] = str(locations.keys_path().resolve())
+    if locations.keys_url is not None:
+        env["OH_KEYS_URL"] = locations.keys_url
     for name, url, path in (
         ("OH_MEMORY_URL", locations.memory_url, locations.memory_path),
         ("OH_KNOWLEDGE_URL", locations.knowledge_url, locations.knowledge_path),
@@ -158,8 +171,7 @@ def _recall_arguments(command: argparse.ArgumentParser) -> None:
         choices=["off", "shadow", "on"],
         default=None,
         help="the recall tool (env OH_RECALL): shadow (computed and measured, the agent gets no"
-        " rows; the default on the embedded backend), on, or off (no recall tool; the default"
-        " on PostgreSQL)",
+        " rows; the default), on, or off (no recall tool)",
     )
     command.add_argument(
         "--recall-deadline",
@@ -443,6 +455,8 @@ def location_flags(locations: Locations) -> list[str]:
         flags += ["--memory-url", _shown(locations.memory_url, locations.memory_path)]
     if locations.knowledge_url is not None:
         flags += ["--knowledge-url", _shown(locations.knowledge_url, locations.knowledge_path)]
+    if locations.keys_url is not None:
+        flags += ["--keys-url", masked_url(locations.keys_url)]
     return flags
 
 

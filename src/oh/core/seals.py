@@ -159,12 +159,24 @@ def seal_matches(
     return False
 
 
+# How a rebuild's vectors are stored while it runs: under ``rebuild:`` and the model id they get
+# when the rebuild swaps them in (``oh.recall.Recall.rebuild``).
+STAGED_PREFIX = "rebuild:"
+
+
+def vector_model(model_id: str) -> str:
+    """The model a recall vector is bound to: a rebuild's staged vectors are bound to the model
+    they become, so that swapping them in (renaming their model id) leaves every seal true."""
+    return model_id.removeprefix(STAGED_PREFIX)
+
+
 def vector_seal(
     kind: str, scope: str, model_id: str, digest: str, vector: bytes | bytearray | memoryview
 ) -> str:
     """sha256 binding a recall vector to what it was embedded for: ``kind`` is ``note`` (scope:
-    the notebook id) or ``reviewed`` (scope: the owner); the model; the record's digest; and the
-    vector's bytes (little-endian float32)."""
+    the notebook id) or ``reviewed`` (scope: the owner); the model (``vector_model``); the
+    record's digest; and the vector's bytes (little-endian float32)."""
+    model_id = vector_model(model_id)
     head = f"oh/vector/{kind}\n{scope}\n{model_id}\n{digest}\n".encode()
     return hashlib.sha256(head + bytes(vector)).hexdigest()
 

@@ -35,6 +35,7 @@ from oh.core.canonical import matches_digest
 from oh.core.clock import Clock, system_clock
 from oh.core.notebook import Notebook, check_writable
 from oh.core.records import MAX_TEXT
+from oh.core.seals import STAGED_PREFIX
 from oh.errors import (
     Expired,
     IntegrityError,
@@ -657,7 +658,7 @@ class Recall:
         once before the first notebook and after each one.
         """
         started = time.monotonic()
-        staged_id = f"rebuild:{self.model_id}"
+        staged_id = f"{STAGED_PREFIX}{self.model_id}"
         with self._rebuilding:
             # Left over by a rebuild that was killed before it swapped or cleaned up.
             self.vectors.drop_model_vectors(staged_id)

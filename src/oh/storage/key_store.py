@@ -161,6 +161,15 @@ class LibsqlKeyStore(_KeyFile):
                 (name, value),
             )
 
+    def claim(self, name: str, value: str) -> str:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO markers (name, value) VALUES (?, ?) ON CONFLICT (name) DO NOTHING",
+                (name, value),
+            )
+            row = conn.execute("SELECT value FROM markers WHERE name = ?", (name,)).fetchone()
+        return str(row[0])
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()

@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -49,9 +49,8 @@ from oh.errors import (
     Purged,
     StorageUnavailable,
 )
-from oh.keys import Keyring, NotebookCipher
+from oh.keys import Keyring, KeyShredding, NotebookCipher
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
-from oh.storage.key_store import KeyShredder
 from oh.storage.sealing import (
     entry_tokens,
     is_plain,
@@ -1152,19 +1151,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             (notebook_id,),
             page,
         )
-        cipher = None
-        if self._keyring is not None:
-            with suppress(Purged):  # a forgotten notebook's leftovers are counted as they are
-                cipher = self._keyring.cipher(notebook_id)
-        if cipher is None:
-            yield from rows
-            return
-        for row in rows:
-            try:
-                digest = cipher.untoken(row.digest, "digest")
-            except IntegrityError:
-                digest = row.digest  # verify reports it: no digest this notebook wrote
-            yield row._replace(digest=digest, kept=row.digest)
+        return self._opened_vector_rows(notebook_id, rows)
 
     def reviewed_vector_rows(self, *, page: int = 500) -> Iterator[VectorRow]:
         yield from self._vector_rows(
@@ -1360,7 +1347,7 @@ class LibsqlPurgeAccess:
         self,
         path: str | Path,
         *,
-        shredder: KeyShredder | None = None,
+        shredder: KeyShredding | None = None,
         busy_wait: float = BUSY_WAIT_SECONDS,
     ) -> None:
         """``shredder``: the purge credential on the key store of a sealed database

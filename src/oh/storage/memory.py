@@ -396,7 +396,7 @@ class InMemoryStore(PreparedRemember):
             return [tuple(kept[answer_id]) for answer_id in sorted(kept)]
 
     def note_vector_rows(self, notebook_id: str) -> Iterator[VectorRow]:
-        return iter(())  # this backend keeps no recall vectors (as PostgreSQL in this release)
+        return iter(())  # this backend keeps no recall vectors
 
     def reviewed_vector_rows(self) -> Iterator[VectorRow]:
         return iter(())

@@ -18,8 +18,9 @@ extra) is imported when a store is opened, so ``import oh`` works without it.
 
 With a keyring (docs/keys.md) every notebook's content is sealed with its own data key before it
 goes into SQL and opened when it comes out (``oh.storage.sealing``); the keys live in the key
-store, an embedded file apart from this cluster, never in it: the cluster's base backups and WAL
-archive would otherwise keep every key that forgetting destroys.
+store, an embedded file or a database in a cluster of its own (``oh.storage.postgres_keys``),
+never beside the notes: this cluster's base backups and WAL archive would otherwise keep every
+key that forgetting destroys.
 
 Schema objects live in the first schema of the connection's ``search_path`` (``public``
 unless the URL or the role says otherwise: ``?options=-csearch_path%3Doh``), so memory and
@@ -62,9 +63,8 @@ from oh.errors import (
     Purged,
     StorageUnavailable,
 )
-from oh.keys import Keyring, NotebookCipher
+from oh.keys import Keyring, KeyShredding, NotebookCipher
 from oh.storage.base import RecordCheck, VectorRow
-from oh.storage.key_store import KeyShredder
 from oh.storage.sealing import entry_tokens, is_plain, opened_values, tokens
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
@@ -77,6 +77,7 @@ __all__ = [
     "PostgresDatabase",
     "PostgresMemoryStore",
     "PostgresPurgeAccess",
+    "credential_pool",
     "migrate",
     "open_postgres_memory",
     "open_postgres_purge",
@@ -419,6 +420,16 @@ class PostgresDatabase:
         with self._snapshot() as conn:
             yield QmarkConnection(conn)
 
+    def _where(self) -> str:
+        """The database as a person names it (no credential): server, database, schema."""
+        with self._read() as conn:
+            row = conn.execute(
+                "SELECT coalesce(host(inet_server_addr()), 'local'), inet_server_port(),"
+                " current_database(), current_schema()"
+            ).fetchone()
+        host, port, database, schema = row
+        return f"postgresql://{host}:{port}/{database} (schema {schema})"
+
     def _vacuum(self, tables: Sequence[str], *, full: bool) -> bool:
         """``VACUUM`` (or ``VACUUM FULL``) the tables; with ``full``, also switch to a new WAL
         segment and checkpoint so the segments that logged deleted rows are released. Returns
@@ -584,16 +595,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                 " WHERE notebook_id = ? AND version = ? AND seq = ?",
                 changes,
             )
-
-    def _where(self) -> str:
-        """The memory database as a person names it (no credential): server, database, schema."""
-        with self._read() as conn:
-            row = conn.execute(
-                "SELECT coalesce(host(inet_server_addr()), 'local'), inet_server_port(),"
-                " current_database(), current_schema()"
-            ).fetchone()
-        host, port, database, schema = row
-        return f"postgresql://{host}:{port}/{database} (schema {schema})"
 
     @contextmanager
     def _ephemeral(self) -> Iterator[QmarkConnection]:
@@ -922,11 +923,40 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
                 return
             last = rows[-1][0]
 
-    def note_vector_rows(self, notebook_id: str) -> Iterator[VectorRow]:
-        return iter(())  # recall vectors live only in the embedded backend in this release
+    def note_vector_rows(self, notebook_id: str, *, page: int = 500) -> Iterator[VectorRow]:
+        rows = self._vector_rows(
+            "SELECT notebook_id, model_id, digest, vector, seal FROM note_vectors"
+            " WHERE notebook_id = ? AND (model_id, digest) > (?, ?)"
+            " ORDER BY model_id, digest LIMIT ?",
+            (notebook_id,),
+            page,
+        )
+        return self._opened_vector_rows(notebook_id, rows)
 
-    def reviewed_vector_rows(self) -> Iterator[VectorRow]:
-        return iter(())
+    def reviewed_vector_rows(self, *, page: int = 500) -> Iterator[VectorRow]:
+        rows = self._vector_rows(
+            "SELECT owner, model_id, digest, vector, seal FROM reviewed_vectors"
+            " WHERE (owner, model_id, digest) > (?, ?, ?)"
+            " ORDER BY owner, model_id, digest LIMIT ?",
+            (),
+            page,
+        )
+        yield from rows
+
+    def _vector_rows(self, sql: str, params: tuple[Any, ...], page: int) -> Iterator[VectorRow]:
+        """Pages by primary key, each one read (a page of vectors is ~0.8 MB at 384
+        dimensions). The key is the row's first three columns less those ``params`` fix (the
+        notebook of note vectors); ``sql`` takes ``params``, the last key, then the page size."""
+        fixed = len(params)
+        last: tuple[Any, ...] = ("",) * (3 - fixed)
+        while True:
+            with self._read() as conn:
+                rows = conn.execute(sql, (*params, *last, page)).fetchall()
+            for row in rows:
+                yield VectorRow(row[0], row[1], row[2], bytes(row[3]), row[4])
+            if len(rows) < page:
+                return
+            last = tuple(rows[-1][fixed:3])
 
     def _entries(self, conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
         heads = conn.execute(
@@ -1021,6 +1051,27 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
 # -- the purge credential ----------------------------------------------------------------------
 
 
+def credential_pool(
+    url: str, name: str, *, max_size: int, timeout: float = POOL_TIMEOUT
+) -> ConnectionPool[Any]:
+    """A small pool for a narrow credential (a purge role), open and checked: every
+    connection is checked at checkout (its calls are few and far between)."""
+    _, psycopg_pool = _psycopg()
+    pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
+        url,
+        min_size=1,
+        max_size=max_size,
+        timeout=timeout,
+        open=False,
+        kwargs={"autocommit": False, "application_name": name},
+        check=psycopg_pool.ConnectionPool.check_connection,
+        name=name,
+    )
+    with translated():
+        pool.open(wait=True, timeout=timeout)
+    return pool
+
+
 class PostgresPurgeAccess:
     """The purge worker's credential on PostgreSQL, and nothing more.
 
@@ -1037,26 +1088,14 @@ class PostgresPurgeAccess:
         self,
         url: str,
         *,
-        shredder: KeyShredder | None = None,
+        shredder: KeyShredding | None = None,
         timeout: float = POOL_TIMEOUT,
     ) -> None:
         """``shredder``: the purge credential on the key store of a sealed database (the
-        embedded key store file, never this cluster); with it, the keys of the notebooks
-        purged are destroyed before their rows."""
+        embedded key store file, or a key database of its own, never this cluster's memory
+        database); with it, the keys of the notebooks purged are destroyed before their rows."""
         self._shredder = shredder
-        _, psycopg_pool = _psycopg()
-        self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
-            url,
-            min_size=1,
-            max_size=2,
-            timeout=timeout,
-            open=False,
-            kwargs={"autocommit": False, "application_name": "oh-purge"},
-            check=psycopg_pool.ConnectionPool.check_connection,
-            name="oh-purge",
-        )
-        with translated():
-            self._pool.open(wait=True, timeout=timeout)
+        self._pool = credential_pool(url, "oh-purge", max_size=2, timeout=timeout)
 
     @contextmanager
     def _session(self) -> Iterator[psycopg.Connection[Any]]:

@@ -9,7 +9,7 @@ bulk, an answer's relaxed-durability commit. What a write means is decided in ``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, suppress
 from datetime import datetime
 from typing import Any, Protocol
@@ -22,7 +22,7 @@ from oh.core.records import StoredRecord, kind_of
 from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import IntegrityError, NotFound, Purged
 from oh.keys import Keyring, NotebookCipher
-from oh.storage.base import PreparedRemember
+from oh.storage.base import PreparedRemember, VectorRow
 from oh.storage.rows import (
     ANSWER_COLUMNS,
     NOTEBOOK_COLUMNS,
@@ -142,6 +142,25 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         keyring = self._keyring
         return keyring is not None and not keyring.has_key(notebook_id)
 
+    def _opened_vector_rows(
+        self, notebook_id: str, rows: Iterable[VectorRow]
+    ) -> Iterator[VectorRow]:
+        """A notebook's stored vector rows as ``verify`` checks them: in a sealed database
+        each digest opened from its token (``kept`` the token the seal binds)."""
+        cipher = None
+        if self._keyring is not None:
+            with suppress(Purged):  # a forgotten notebook's leftovers are counted as they are
+                cipher = self._keyring.cipher(notebook_id)
+        if cipher is None:
+            yield from rows
+            return
+        for row in rows:
+            try:
+                digest = cipher.untoken(row.digest, "digest")
+            except IntegrityError:
+                digest = row.digest  # verify reports it: no digest this notebook wrote
+            yield row._replace(digest=digest, kept=row.digest)
+
     def _cipher(self, notebook_id: str) -> NotebookCipher | None:
         """The notebook's cipher, or None when this store seals nothing."""
         keyring = self._keyring
@@ -161,7 +180,10 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
         (with ``cipher``, the notebook's, when the caller has it). A forgotten notebook's stays
         as kept: nothing opens it; a damaged one too, for verify to report."""
         keyring = self._keyring
-        if keyring is None or row[4] in ("purged", "empty"):
+        if keyring is None:
+            return notebook_from_row(row)
+        if row[4] in ("purged", "empty"):
+            keyring.drop(row[0])  # forgotten, maybe through another server: no key stays here
             return notebook_from_row(row)
         try:
             if cipher is None:
