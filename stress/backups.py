@@ -268,8 +268,11 @@ class Postgres:
         with psycopg.connect(location, autocommit=True) as conn:
             return conn.execute(
                 "SELECT name, version, digest, content FROM records WHERE notebook_id = %s"
-                " UNION ALL SELECT name, version, digest, content FROM log_changes"
-                " WHERE notebook_id = %s AND content IS NOT NULL",
+                " UNION ALL SELECT n.v, l.version, d.v, c.v FROM log AS l"
+                " CROSS JOIN LATERAL oh_log_values(l.changes, l.name) AS n"
+                " JOIN LATERAL oh_log_values(l.changes, l.content) AS c ON c.i = n.i"
+                " JOIN LATERAL oh_log_values(l.changes, l.digest) AS d ON d.i = n.i"
+                " WHERE l.notebook_id = %s AND c.v IS NOT NULL",
                 (notebook_id, notebook_id),
             ).fetchall()
 

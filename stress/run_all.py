@@ -59,6 +59,13 @@ SUITES: list[tuple[str, str, str, list[str], list[str]]] = [
     ),
     ("atomicity", "libsql", "atomicity.py", ["--batches", "10000"], ["--batches", "500"]),
     (
+        "three servers",
+        "postgres",
+        "three_servers.py",
+        ["--writes", "200", "--races", "50", "--durable"],
+        ["--writes", "20", "--races", "5"],
+    ),
+    (
         "atomicity",
         "postgres",
         "atomicity.py",

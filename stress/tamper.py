@@ -4,14 +4,13 @@ database, outside Oh, is detected by ``verify``, and ``read`` never serves a dam
 A database is filled with notebooks whose logs hold adds, replaces and removes of 1 to 64
 changes. Each trial makes one random alteration with plain SQL, checks, and undoes it:
 
-* a cell of a random row and column of ``log`` (``log_changes`` on PostgreSQL) or ``records``
-  (on the embedded log, a change column of an entry with several changes is a JSON array, so
-  the edit lands anywhere in it): one character
+* a cell of a random row and column of ``log`` or ``records`` (a change column of an entry
+  with several changes is a JSON array, so the edit lands anywhere in it): one character
   changed, inserted or deleted, the text cut short or emptied, an integer moved, a nullable
   value set to NULL, a value copied from another row (a valid hash, digest or content that
   belongs elsewhere), or (SQLite) the same bytes stored as a BLOB instead of text;
 * a row deleted, or duplicated under another key;
-* two changes of one entry swapped (their ``seq``, or their places in the arrays);
+* two changes of one entry swapped (their places in the arrays);
 * a current record rolled back to an earlier version of itself, consistently (content, digest,
   version and time from the log): every digest still matches;
 * a derived or stamped value beyond the log and the current records (``DERIVED``): a kept
@@ -94,27 +93,19 @@ from oh.verify import replay, verify_notebook
 
 DIMENSIONS = 16  # recall vectors of the fill (HashingEmbedder): small, so the menu is quick
 
-# The tables and their alterable columns: the embedded log keeps an entry and its changes in one
-# row (several changes as JSON arrays, migration 0006); PostgreSQL keeps the changes apart.
+# The tables and their alterable columns: both backends' logs keep an entry and its changes in
+# one row (several changes as JSON arrays: the embedded backend's migration 0006, PostgreSQL's
+# 0010).
 _ENTRY = ["version", "request_id", "fingerprint", "author", "written_at", "prev_hash", "hash"]
 _CHANGE = ["op", "name", "content", "digest"]
 _RECORDS = ["name", "kind", "content", "digest", "author", "written_at", "version"]
-COLUMNS = {
-    "libsql": {"log": [*_ENTRY, "changes", *_CHANGE], "records": _RECORDS},
-    "postgres": {
-        "log": _ENTRY,
-        "log_changes": ["version", "seq", *_CHANGE],
-        "records": _RECORDS,
-    },
-}
+_TABLES = {"log": [*_ENTRY, "changes", *_CHANGE], "records": _RECORDS}
+COLUMNS = {"libsql": _TABLES, "postgres": _TABLES}
 KEYS = {
     "log": ["notebook_id", "version"],
-    "log_changes": ["notebook_id", "version", "seq"],
     "records": ["notebook_id", "name"],
 }
 NULLABLE = {
-    ("log_changes", "content"),
-    ("log_changes", "digest"),
     ("log", "content"),
     ("log", "digest"),
 }
@@ -250,31 +241,15 @@ def _delete(rng: random.Random, raw: Raw, table: str, notebook_id: str) -> Trial
     return trial
 
 
+# Two items of a JSON array column swapped, in each database's JSON functions.
+_SWAP = {
+    "libsql": "{c} = json_set({c}, '$[{i}]', {c} ->> {j}, '$[{j}]', {c} ->> {i})",
+    "postgres": "{c} = jsonb_set(jsonb_set({c}::jsonb, '{{{i}}}', {c}::jsonb -> {j}),"
+    " '{{{j}}}', {c}::jsonb -> {i})::text",
+}
+
+
 def _swap(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
-    if raw.kind == "libsql":
-        return _swap_in_arrays(rng, raw, notebook_id)
-    rows = raw(
-        "SELECT version, seq FROM log_changes WHERE notebook_id = ? AND version IN"
-        " (SELECT version FROM log_changes WHERE notebook_id = ? GROUP BY version"
-        " HAVING count(*) > 1)",
-        (notebook_id, notebook_id),
-    )
-    if not rows:
-        return None
-    version = rng.choice(rows)[0]
-    seqs = rng.sample([seq for v, seq in rows if v == version], 2)
-    sql = "UPDATE log_changes SET seq = ? WHERE notebook_id = ? AND version = ? AND seq = ?"
-    swap = [
-        (sql, (-1, notebook_id, version, seqs[0])),
-        (sql, (seqs[0], notebook_id, version, seqs[1])),
-        (sql, (seqs[1], notebook_id, version, -1)),
-    ]
-    trial = Trial("log_changes two changes of one entry swapped", swap)
-    trial.undo = swap
-    return trial
-
-
-def _swap_in_arrays(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | None:
     rows = raw(
         "SELECT version, changes FROM log WHERE notebook_id = ? AND changes > 1", (notebook_id,)
     )
@@ -283,8 +258,7 @@ def _swap_in_arrays(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | N
     version, count = rng.choice(rows)
     i, j = rng.sample(range(count), 2)
     swapped = ", ".join(
-        f"{c} = json_set({c}, '$[{i}]', {c} ->> {j}, '$[{j}]', {c} ->> {i})"
-        for c in ("op", "name", "content", "digest")
+        _SWAP[raw.kind].format(c=c, i=i, j=j) for c in ("op", "name", "content", "digest")
     )
     swap = [
         (f"UPDATE log SET {swapped} WHERE notebook_id = ? AND version = ?", (notebook_id, version))
@@ -294,9 +268,12 @@ def _swap_in_arrays(rng: random.Random, raw: Raw, notebook_id: str) -> Trial | N
     return trial
 
 
-# The earlier writes of each name: the change table, or on the embedded log each entry's changes.
+# The earlier writes of each name: each log entry's changes, one per row.
 _WRITES = {
-    "postgres": "SELECT notebook_id, version, name, content, digest FROM log_changes",
+    "postgres": "SELECT l.notebook_id, l.version, n.v AS name, c.v AS content, d.v AS digest"
+    " FROM log AS l CROSS JOIN LATERAL oh_log_values(l.changes, l.name) AS n"
+    " JOIN LATERAL oh_log_values(l.changes, l.content) AS c ON c.i = n.i"
+    " JOIN LATERAL oh_log_values(l.changes, l.digest) AS d ON d.i = n.i",
     "libsql": "SELECT notebook_id, version, name, content, digest FROM log WHERE changes = 1"
     " UNION ALL SELECT l.notebook_id, l.version, j.value, l.content ->> j.key,"
     " l.digest ->> j.key FROM log AS l, json_each(l.name) AS j WHERE l.changes > 1",

@@ -21,7 +21,12 @@ What it does, and counts:
 * a notebook whose forget time has passed is purged by the purge worker on its schedule, key
   first;
 * ``oh verify`` over the three databases finds nothing wrong;
-* then ``clients`` writers per server write at once through all three: ``remember_per_s``.
+* then ``clients`` writers per server write at once through all three: ``remember_per_s``,
+  against the baseline of the same run: as many connections inserting single rows of the same
+  size straight into the memory cluster, one transaction each (``raw_insert_per_s``).
+
+``--durable`` starts both clusters with PostgreSQL's durable defaults (fsync on), as the
+published figures are taken; without it (CI) they run without fsync.
 
     python stress/three_servers.py                   # full size
     python stress/three_servers.py --writes 20 --json   # what CI runs (tests/test_reliability.py)
@@ -131,15 +136,15 @@ def _oh(env: dict[str, str], *argv: str, cwd: Path, extra: dict[str, str] | None
 
 
 @contextlib.contextmanager
-def _clusters(memory_cluster: Any, key_cluster: Any) -> Iterator[tuple[Schema, Schema]]:
+def _clusters(
+    memory_cluster: Any, key_cluster: Any, durable: bool
+) -> Iterator[tuple[Schema, Schema]]:
     """A fresh schema on each cluster (started here unless given), set up by the roles SQL."""
-    started = []
     with contextlib.ExitStack() as stack:
         clusters = []
         for given in (memory_cluster, key_cluster):
             if given is None:
-                given = PostgresCluster().start()
-                started.append(given)
+                given = PostgresCluster(durable=durable).start()
                 stack.callback(given.stop)
                 given.execute(roles_bootstrap())
             clusters.append(given)
@@ -157,11 +162,12 @@ def run(
     races: int = 10,
     memory_cluster: Any = None,
     key_cluster: Any = None,
+    durable: bool = False,
 ) -> dict[str, Any]:
     """Three servers, a purge worker, two clusters; the summary of what they did."""
     seed = seed_of(seed)
     master = MasterKey.generate()
-    with _clusters(memory_cluster, key_cluster) as (memory, keys):
+    with _clusters(memory_cluster, key_cluster, durable) as (memory, keys):
         base = {k: v for k, v in os.environ.items() if not k.startswith("OH_")}
         shared = {
             "OH_MEMORY_URL": memory.url(),
@@ -212,6 +218,7 @@ def run(
             f"{summary['lost']} acknowledged writes lost of {summary['acknowledged']},"
             f" {summary['cross_owner_reads']} cross-owner reads,"
             f" {summary['remember_per_s']:.0f} remember/s over three servers"
+            f" ({summary['ratio']:.2f}x raw INSERT)"
         ),
         "ok": ok,
     }
@@ -436,6 +443,7 @@ def _drive(
     verify_problems = 0 if verified.returncode == 0 else max(1, verified.stdout.count("problem"))
 
     remember_per_s = _throughput(servers, owner, http, clients, writes)
+    raw_insert_per_s = _raw_inserts(memory, 3 * clients, writes)
     http.close()
     return {
         "servers": 3,
@@ -452,6 +460,8 @@ def _drive(
         "verify_problems": verify_problems,
         "verify_output": verified.stdout[-400:] if verified.returncode else "",
         "remember_per_s": remember_per_s,
+        "raw_insert_per_s": raw_insert_per_s,
+        "ratio": remember_per_s / raw_insert_per_s,
         "purge_worker_alive": purge.process is not None and purge.process.poll() is None,
     }
 
@@ -534,14 +544,48 @@ def _throughput(
                 if answer.get("status") == "applied":
                     done[index] += 1
 
-    threads = [threading.Thread(target=load, args=(i,)) for i in range(len(agents))]
-    for thread in threads:
+    seconds = _timed(load, len(agents), start)
+    return sum(done) / seconds
+
+
+def _raw_inserts(memory: Schema, connections: int, rows: int) -> float:
+    """The baseline: ``connections`` connections inserting ``rows`` single rows each (a note's
+    canonical content, one autocommit transaction per row) into the memory cluster."""
+    import psycopg
+
+    from oh.core.records import Record
+
+    content = Record.parse({"name": "note:raw", "text": "load"}).canonical()
+    with psycopg.connect(memory.url(), autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE raw_inserts (id BIGSERIAL PRIMARY KEY, notebook_id TEXT NOT NULL,"
+            " name TEXT NOT NULL, content TEXT NOT NULL)"
+        )
+    start = threading.Barrier(connections + 1)
+
+    def insert(worker: int) -> None:
+        with psycopg.connect(memory.url(), autocommit=True) as conn:
+            start.wait()
+            for n in range(rows):
+                conn.execute(
+                    "INSERT INTO raw_inserts (notebook_id, name, content) VALUES (%s, %s, %s)",
+                    (f"nb_{worker}", f"note:{n}", content),
+                )
+
+    return connections * rows / _timed(insert, connections, start)
+
+
+def _timed(work: Any, threads: int, start: threading.Barrier) -> float:
+    """Seconds ``threads`` threads running ``work(index)`` take from the moment they all pass
+    ``start`` (a barrier for them and this thread) until the last is done."""
+    running = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for thread in running:
         thread.start()
     start.wait()
     began = time.perf_counter()
-    for thread in threads:
+    for thread in running:
         thread.join()
-    return sum(done) / (time.perf_counter() - began)
+    return time.perf_counter() - began
 
 
 def main() -> int:
@@ -550,9 +594,17 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8, help="writers per server")
     parser.add_argument("--races", type=int, default=50)
     parser.add_argument("--keep", type=Path, default=None, help="keep the working directory")
+    parser.add_argument("--durable", action="store_true", help="clusters with fsync on")
     args = parser.parse_args()
     with scratch("oh-three-servers-", args.keep) as directory:
-        summary = run(directory, args.writes, args.seed, clients=args.clients, races=args.races)
+        summary = run(
+            directory,
+            args.writes,
+            args.seed,
+            clients=args.clients,
+            races=args.races,
+            durable=args.durable,
+        )
     return report(summary, args.json)
 
 

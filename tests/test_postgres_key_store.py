@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -211,6 +212,51 @@ def test_a_destroyed_key_is_in_no_file_of_the_key_cluster(
     finally:
         shredder.close()
         store.close()
+
+
+def _replayed(primary: PostgresCluster, standby: PostgresCluster) -> None:
+    """Wait until ``standby`` has replayed everything ``primary`` has written so far."""
+    with psycopg.connect(primary.url(), autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    assert row is not None
+    with psycopg.connect(standby.url(), autocommit=True) as conn:
+        for _ in range(600):
+            done = conn.execute(
+                "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (row[0],)
+            ).fetchone()
+            if done is not None and done[0]:
+                return
+            time.sleep(0.05)
+    raise AssertionError("the standby did not catch up within 30 s")
+
+
+def test_a_streaming_replica_of_the_key_cluster_forgets_with_it(
+    key_cluster: PostgresCluster, keys: Schema
+) -> None:
+    """The rule's second point: a streaming replica replays the delete and the rewrite, and
+    once it has made its next restartpoint (a CHECKPOINT on the standby forces one; otherwise
+    within checkpoint_timeout) no file of it holds the destroyed key either."""
+    standby = key_cluster.replica()
+    store = PostgresKeyStore(keys.url())
+    forgotten, kept = os.urandom(60), os.urandom(60)
+    try:
+        store.put("nb-forgotten", "m1", forgotten)
+        store.put("nb-kept", "m1", kept)
+        with psycopg.connect(key_cluster.url(), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        _replayed(key_cluster, standby)
+        with psycopg.connect(standby.url(), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")  # a restartpoint: the keys reach the standby's files
+        assert _cluster_files_holding(standby, forgotten)  # the scan finds what is there
+        assert store.destroy(["nb-forgotten"]) == 1
+        _replayed(key_cluster, standby)
+        with psycopg.connect(standby.url(), autocommit=True) as conn:
+            conn.execute("CHECKPOINT")
+        assert _cluster_files_holding(standby, forgotten) == []
+        assert _cluster_files_holding(standby, kept)
+    finally:
+        store.close()
+        standby.stop()
 
 
 # -- two servers, one key store ----------------------------------------------------------------

@@ -10,21 +10,26 @@ checkout check is itself a round trip; it is sent only for a connection idle
 from __future__ import annotations
 
 import contextlib
+import json
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
 import oh.storage.postgres as postgres
-from oh.core.changes import Applied, Refused
+from oh.core.changes import Applied, LogEntry, Refused
 from oh.errors import AlreadyExists, Expired, NotFound, Purged, RequestIdReused, StorageUnavailable
+from oh.keys import Keyring, MasterKey, MasterKeys
+from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.postgres import MEMORY_MIGRATIONS, PostgresMemoryStore, migrate
 from oh.testing.memory_store import LIFETIME, T0, add, open_notebook, remove, replace, write
 from oh.testing.postgres_cluster import PostgresCluster, Schema, fresh_schema, shared_cluster
 from oh.verify import verify_notebook
+from test_postgres_store import run_sql
 
 
 class Relay:
@@ -371,11 +376,81 @@ def test_a_cut_connection_idle_long_enough_is_replaced_at_checkout(
 # -- the migration and the roles -----------------------------------------------------------------
 
 
-class _StoreAtFive(PostgresMemoryStore):
-    """The store as it was before migration 0006: no migration on open, the full path."""
+class _PreviousRelease(PostgresMemoryStore):
+    """The store as the release before migration 0010 wrote: no migration on open, the full
+    path, and each entry a ``log`` row plus a ``log_changes`` row per change."""
 
     MIGRATIONS = ""
     _remember = PostgresMemoryStore._decide_and_write
+
+    @staticmethod
+    def _log_entry(conn: Any, notebook_id: str, entry: LogEntry) -> None:
+        conn.execute(
+            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
+            " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (notebook_id, *entry[1:6], entry.prev_hash, entry.hash),
+        )
+        conn.executemany(
+            "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [
+                (notebook_id, entry.version, seq, c.op, c.name, c.content, c.digest)
+                for seq, c in enumerate(entry.changes)
+            ],
+        )
+
+
+_StoreAtFive = _PreviousRelease  # before 0006 the store wrote the same way
+
+
+@pytest.mark.parametrize("sealed", [False, True])
+def test_a_cluster_written_by_the_previous_release_migrates_to_one_row_per_entry(
+    schema: Schema, tmp_path: Path, sealed: bool
+) -> None:
+    """Migration 0010 on a cluster the previous release wrote, plain and sealed: every entry
+    becomes one row whose chain verify recomputes (so every value, in order, survived), the
+    notebook head is unchanged, an identical retry of an old several-change call answers as
+    before, and writing goes on."""
+    with psycopg.connect(schema.url()) as conn:
+        assert migrate(conn, "memory", MEMORY_MIGRATIONS, upto=9) == 9
+    keyring = None
+    if sealed:
+        masters = MasterKeys(MasterKey.generate())
+        keyring = Keyring(masters, LibsqlKeyStore(tmp_path / "keys.db"))
+    tricky = 'quotes " and \\ backslash, é, 🦘, \u202e bidi'
+    many = (add("note:a", tricky), add("note:b"), add("note:c", "third"))
+    old = _PreviousRelease(schema.url(), max_size=1, keyring=keyring)
+    try:
+        notebook = open_notebook(old)
+        results = [
+            write(old, notebook, 0, "r-1", *many),
+            write(old, notebook, 1, "r-2", replace("note:a", "again"), remove("note:b")),
+            write(old, notebook, 2, "r-3", add("note:d", tricky)),
+            write(old, notebook, 3, "r-4", remove("note:c")),
+        ]
+        head = old.notebook(notebook).head_hash
+    finally:
+        old.close()  # closes the keyring too
+    if sealed:
+        keyring = Keyring(masters, LibsqlKeyStore(tmp_path / "keys.db"))
+    store = PostgresMemoryStore(schema.url(), max_size=1, keyring=keyring)
+    try:
+        assert run_sql(schema.url(), "SELECT max(version) FROM schema_migrations") == [(10,)]
+        assert run_sql(schema.url(), "SELECT to_regclass('log_changes')") == [(None,)]
+        assert verify_notebook(store, notebook).ok
+        assert store.notebook(notebook).head_hash == head
+        entries = list(store.log(notebook))
+        assert [len(e.changes) for e in entries] == [3, 2, 1, 1]
+        content = entries[0].changes[0].content
+        assert content is not None and json.loads(content)["text"] == tricky
+        assert [e.result() for e in entries] == results
+        # The same several-change call again: answered from the converted row.
+        assert write(store, notebook, 0, "r-1", *many) == results[0]
+        assert write(store, notebook, 4, "r-5", add("note:e")) == Applied(5, ANY_WRITTEN)
+        assert {r.name for r in store.records(notebook)} == {"note:a", "note:d", "note:e"}
+        assert verify_notebook(store, notebook).ok
+    finally:
+        store.close()
 
 
 def test_a_database_at_the_previous_schema_migrates_and_keeps_its_chain(schema: Schema) -> None:
@@ -395,7 +470,7 @@ def test_a_database_at_the_previous_schema_migrates_and_keeps_its_chain(schema: 
     try:
         with store._pool.connection() as conn:
             versions = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
-        assert versions == (9,)  # every step since, up to the recall vectors (0009)
+        assert versions == (10,)  # every step since, up to one row per entry (0010)
         assert write(store, notebook, 0, "r-1", add("note:a"), add("note:b")) == first
         assert write(store, notebook, 1, "r-3", add("note:c")) == Refused(current_version=2)
         assert write(store, notebook, 2, "r-3", add("note:c")) == Applied(3, ANY_WRITTEN)

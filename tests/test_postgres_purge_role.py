@@ -89,17 +89,16 @@ def as_purge(schema: Schema, sql: str, params: tuple[Any, ...] = ()) -> Any:
         "INSERT INTO notebooks (id, owner, document, run, state, started_at, forgets_at,"
         " version, head_hash) VALUES ('nb_x', 'o', 'd', 'r', 'open', 'a', 'b', 0, 'h')",
         "INSERT INTO log (notebook_id, version, request_id, fingerprint, author, written_at,"
-        " prev_hash, hash) VALUES (%s, 2, 'r', 'f', 'a', 'w', 'p', 'h')",
-        "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
-        " VALUES (%s, 1, 9, 'add', 'note:x', '{}', 'd')",
+        " prev_hash, hash, changes, op, name, content, digest)"
+        " VALUES (%s, 2, 'r', 'f', 'a', 'w', 'p', 'h', 1, 'add', 'note:x', '{}', 'd')",
         # update notes, or reopen / extend a notebook
         "UPDATE records SET content = '{}' WHERE notebook_id = %s",
-        "UPDATE log_changes SET content = '{}' WHERE notebook_id = %s",
+        "UPDATE log SET content = '{}' WHERE notebook_id = %s",
         "UPDATE notebooks SET state = 'open' WHERE id = %s",
         "UPDATE notebooks SET forgets_at = '2999-01-01T00:00:00.000000Z' WHERE id = %s",
         # read note content, or anything else of a notebook
         "SELECT content FROM records WHERE notebook_id = %s",
-        "SELECT content FROM log_changes WHERE notebook_id = %s",
+        "SELECT content FROM log WHERE notebook_id = %s",
         "SELECT name, digest FROM records WHERE notebook_id = %s",
         "SELECT id, state FROM notebooks WHERE id = %s",
         "SELECT request_id FROM log WHERE notebook_id = %s",

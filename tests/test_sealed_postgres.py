@@ -14,6 +14,7 @@ it: the cluster's base backups and WAL archive would keep every key forgetting d
 from __future__ import annotations
 
 import contextlib
+import json
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -29,6 +30,7 @@ from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import SEALED, NotebookCipher
 from oh.notebooks import Notebooks
 from oh.storage.key_store import KeyShredder
+from oh.storage.log_rows import json_rows
 from oh.storage.postgres import PostgresMemoryStore, PostgresPurgeAccess
 from oh.testing.archiving import ArchivingCluster
 from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
@@ -53,6 +55,15 @@ from oh.verify import verify_store
 from test_postgres_store import PostgresHarness, PostgresLifecycleHarness, run_sql
 from test_postgres_tools import PostgresToolsHarness
 from test_sealed_notebooks import Keys, _plain_premise
+
+# The log's changes one per row (an entry keeps them in its one row since migration 0010: the
+# value itself for one change, a JSON array for several; ``oh_log_values`` reads either).
+LOGGED = (
+    "(SELECT l.notebook_id, l.version, n.i - 1 AS seq, n.v AS name, c.v AS content,"
+    " d.v AS digest FROM log AS l CROSS JOIN LATERAL oh_log_values(l.changes, l.name) AS n"
+    " JOIN LATERAL oh_log_values(l.changes, l.content) AS c ON c.i = n.i"
+    " JOIN LATERAL oh_log_values(l.changes, l.digest) AS d ON d.i = n.i) AS logged"
+)
 
 MARK = "wombat-vermilion-stenotype"  # a note text no file may hold in plain text
 CONTROL = "numbat-cobalt-linotype"  # written without keys: the scans must find it
@@ -208,7 +219,7 @@ def test_content_is_sealed_on_every_write_path(
     assert isinstance(write(store, notebook_id, 5, "r-rm", remove("note:n0")), Applied)
     values = run_sql(
         schema.url(),
-        "SELECT content FROM log_changes WHERE content IS NOT NULL"
+        f"SELECT content FROM {LOGGED} WHERE content IS NOT NULL"
         " UNION ALL SELECT content FROM records",
     )
     assert len(values) == 6 + 5 and all(value.startswith(SEALED) for (value,) in values)
@@ -261,9 +272,9 @@ def test_forgeries_written_into_the_database_are_never_served(
     with pytest.raises(IntegrityError):
         store.record(notebook_id, "note:n0")
     # 3. the sealed text with one character changed, in the log
-    ((mine,),) = run_sql(url, "SELECT content FROM log_changes WHERE name = ?", (n2,))
+    ((mine,),) = run_sql(url, "SELECT content FROM log WHERE name = ?", (n2,))  # one change
     flipped = mine[:-3] + ("A" if mine[-3] != "A" else "B") + mine[-2:]
-    run_sql(url, "UPDATE log_changes SET content = ? WHERE name = ?", (flipped, n2))
+    run_sql(url, "UPDATE log SET content = ? WHERE name = ?", (flipped, n2))
     with pytest.raises(IntegrityError):
         list(store.log(notebook_id))
     with pytest.raises(IntegrityError):
@@ -323,7 +334,7 @@ def test_a_schema_written_without_keys_is_sealed_when_first_opened_with_them(
         assert verify_store(sealed).problems == []
         values = run_sql(
             url,
-            "SELECT content FROM log_changes UNION ALL SELECT content FROM records"
+            f"SELECT content FROM {LOGGED} UNION ALL SELECT content FROM records"
             " UNION ALL SELECT question FROM answers UNION ALL SELECT rows FROM answers",
         )
         assert values and all(value.startswith(SEALED) for (value,) in values)
@@ -374,9 +385,7 @@ def test_servers_opening_a_plain_schema_with_keys_at_once_seal_it_once(
         for store in opened:
             assert {n: store.records(n) for n in ids} == before
         assert verify_store(opened[0]).problems == []
-        values = run_sql(
-            url, "SELECT content FROM log_changes UNION ALL SELECT content FROM records"
-        )
+        values = run_sql(url, f"SELECT content FROM {LOGGED} UNION ALL SELECT content FROM records")
         assert len(values) == 6 * 4 and all(value.startswith(SEALED) for (value,) in values)
     finally:
         for store in opened:
@@ -507,7 +516,7 @@ def test_a_base_backup_and_the_wal_archive_cannot_be_opened_after_forget(
                 notebook_id: run_sql(
                     url,
                     "SELECT name, version, digest, content FROM records WHERE notebook_id = ?"
-                    " UNION ALL SELECT name, version, digest, content FROM log_changes"
+                    f" UNION ALL SELECT name, version, digest, content FROM {LOGGED}"
                     " WHERE notebook_id = ? AND content IS NOT NULL",
                     (notebook_id, notebook_id),
                 )
@@ -593,16 +602,20 @@ def test_a_database_sealed_before_values_were_tokens_is_converted_once_on_open(
             " WHERE notebook_id = ? AND version = ?",
             (*[plain(v, c) for v, c in zip(values, columns, strict=True)], notebook_id, version),
         )
-    for version, seq, name, digest in run_sql(
+    for version, count, name, digest in run_sql(
         url,
-        "SELECT version, seq, name, digest FROM log_changes WHERE notebook_id = ?",
+        "SELECT version, changes, name, digest FROM log WHERE notebook_id = ?",
         (notebook_id,),
     ):
+        if count == 1:
+            name, digest = plain(name, "name"), plain(digest, "digest")
+        else:
+            name = json_rows([plain(n, "name") for n in json.loads(name)])
+            digest = json_rows([plain(d, "digest") for d in json.loads(digest)])
         run_sql(
             url,
-            "UPDATE log_changes SET name = ?, digest = ?"
-            " WHERE notebook_id = ? AND version = ? AND seq = ?",
-            (plain(name, "name"), plain(digest, "digest"), notebook_id, version, seq),
+            "UPDATE log SET name = ?, digest = ? WHERE notebook_id = ? AND version = ?",
+            (name, digest, notebook_id, version),
         )
     for name, kind, digest in run_sql(
         url, "SELECT name, kind, digest FROM records WHERE notebook_id = ?", (notebook_id,)
@@ -621,9 +634,8 @@ def test_a_database_sealed_before_values_were_tokens_is_converted_once_on_open(
     converted = PostgresMemoryStore(url, keyring=keys.keyring(), max_size=2)
     try:
         assert run_sql(url, "SELECT count(*) FROM records WHERE name LIKE 'finding:%'") == [(0,)]
-        assert run_sql(url, "SELECT count(*) FROM log_changes WHERE name LIKE 'finding:%'") == [
-            (0,)
-        ]
+        finding = f"SELECT count(*) FROM {LOGGED} WHERE name LIKE 'finding:%'"
+        assert run_sql(url, finding) == [(0,)]
         assert converted.records(notebook_id) == before
         assert list(converted.log(notebook_id)) == entries
         assert verify_store(converted).ok

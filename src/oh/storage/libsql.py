@@ -30,7 +30,6 @@ import libsql
 
 from oh.core.changes import (
     LogEntry,
-    LoggedChange,
     Refused,
     RememberResult,
 )
@@ -49,12 +48,10 @@ from oh.errors import (
     Purged,
     StorageUnavailable,
 )
-from oh.keys import Keyring, KeyShredding, NotebookCipher
+from oh.keys import Keyring, KeyShredding
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
+from oh.storage.log_rows import change_columns, json_rows, new_tuple
 from oh.storage.sealing import (
-    entry_tokens,
-    is_plain,
-    open_entry,
     opened_values,
     tokens,
 )
@@ -324,43 +321,7 @@ _REMEMBER_MANY_READ = _REMEMBER_READ.format(
     "SELECT json_group_array(name) FROM records"
     " WHERE notebook_id = ?1 AND name IN (SELECT value FROM json_each(?3))"
 )
-# Values as one JSON array (or rows as an array of arrays), which SQLite's json_each and ->> read
-# back exactly: the standard library writes every string losslessly (ensure_ascii=False:
-# characters stay literal, only quotes, backslashes and controls are escaped), None as null and
-# integers as integers.
 _ROWS_PER_STATEMENT = 500
-_json_rows = json.JSONEncoder(
-    ensure_ascii=False, check_circular=False, separators=(",", ":")
-).encode
-
-
-# A page of `store.log`: about this many changes (and at most `batch` entries). Small pages keep
-# memory flat and are faster too (measured: 500 changes a page reads ~10% faster than 2,000).
-_LOG_PAGE_CHANGES = 500
-_LOG_COLUMNS = (
-    "version, request_id, fingerprint, author, written_at, prev_hash, hash,"
-    " changes, op, name, content, digest"
-)
-_new_tuple = tuple.__new__  # builds a named tuple from a row without its Python-level __new__
-_loads = json.loads
-
-
-def _change_columns(
-    changes: Sequence[LoggedChange],
-) -> tuple[int, str, str, str | None, str | None]:
-    """An entry's changes as the log row keeps them (migration 0006): ``(count, op, name,
-    content, digest)``, each column the change's value, or with several changes a JSON array
-    of the values in order."""
-    if len(changes) == 1:
-        op, name, content, digest = changes[0]
-        return 1, op, name, content, digest
-    return (
-        len(changes),
-        _json_rows([c.op for c in changes]),
-        _json_rows([c.name for c in changes]),
-        _json_rows([c.content for c in changes]),
-        _json_rows([c.digest for c in changes]),
-    )
 
 
 # verify's view of the current records (``MemoryStore.record_checks``): stamps, no content.
@@ -389,41 +350,8 @@ def _insert_records(conn: Any, notebook_id: str, records: Sequence[StoredRecord]
             "INSERT INTO records (notebook_id, name, kind, content, digest, author, written_at,"
             " version) SELECT ?1, value ->> 0, value ->> 1, value ->> 2, value ->> 3,"
             " value ->> 4, value ->> 5, value ->> 6 FROM json_each(?2)",
-            (notebook_id, _json_rows(rows)),
+            (notebook_id, json_rows(rows)),
         )
-
-
-def _entry_from_row(notebook_id: str, row: Sequence[Any]) -> LogEntry:
-    """The ``LogEntry`` a log row (``_LOG_COLUMNS``) holds.
-
-    Raises ``ValueError`` when the columns do not hold a readable list of changes (a count that
-    disagrees with the arrays, an array that is not JSON): a damaged row, which ``verify``
-    reports as such. Values of the wrong type are passed through for ``verify`` to judge.
-    """
-    version, request_id, fingerprint, author, written_at, prev_hash, hash_, count = row[:8]
-    if count == 1:
-        changes: tuple[LoggedChange, ...] = (_new_tuple(LoggedChange, row[8:]),)
-    else:
-        if type(count) is not int or not 1 < count <= 64:
-            raise ValueError(f"log entry {version} counts {count!r} changes")
-        columns = [_loads(value) if type(value) is str else value for value in row[8:]]
-        if not all(type(value) is list and len(value) == count for value in columns):
-            raise ValueError(f"log entry {version} does not hold its {count} changes")
-        changes = tuple([_new_tuple(LoggedChange, change) for change in zip(*columns, strict=True)])
-    return _new_tuple(
-        LogEntry,
-        (
-            notebook_id,
-            version,
-            request_id,
-            fingerprint,
-            author,
-            written_at,
-            changes,
-            prev_hash,
-            hash_,
-        ),
-    )
 
 
 def _closed(seal: Any, state: str, purged_at: str) -> str | None:
@@ -480,7 +408,7 @@ def _append(conn: Any, entry: LogEntry, kinds: Sequence[str]) -> bool:
     """
     changes = entry.changes
     notebook_id, version, author, written_at = entry[0], entry[1], entry[4], entry[5]
-    count, op, name, content, digest = _change_columns(changes)
+    count, op, name, content, digest = change_columns(changes)
     if (
         conn.execute(
             "INSERT INTO log (notebook_id, version, request_id, fingerprint, author, written_at,"
@@ -535,7 +463,7 @@ def _append(conn: Any, entry: LogEntry, kinds: Sequence[str]) -> bool:
             conn.execute(
                 "DELETE FROM records WHERE notebook_id = ? AND name IN"
                 " (SELECT value FROM json_each(?))",
-                (notebook_id, _json_rows(gone)),
+                (notebook_id, json_rows(gone)),
             ).rowcount
             != len(gone)
         ):
@@ -552,7 +480,7 @@ def _append(conn: Any, entry: LogEntry, kinds: Sequence[str]) -> bool:
                 name,
                 content,
                 digest,
-                _json_rows(kinds),
+                json_rows(kinds),
             )
             if kept == count:
                 conn.execute(_INSERT_RECORDS, values)
@@ -743,56 +671,6 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
     def _compact_sealed(self) -> None:
         self.compact()  # the plain text the rows held leaves the file and the WAL
 
-    def _seal_log(self, conn: Any, notebook_id: str, cipher: NotebookCipher) -> None:
-        """Each log row's plain content sealed: a column, or a JSON array of them (0006)."""
-        rows = conn.execute(
-            "SELECT rowid, version, changes, name, content, digest FROM log WHERE notebook_id = ?",
-            (notebook_id,),
-        ).fetchall()
-        for rowid, version, count, name, content, digest in rows:
-            if count == 1:
-                if is_plain(content):
-                    sealed = cipher.seal(content, name, version, digest or "")
-                    conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (sealed, rowid))
-                continue
-            names, contents, digests = (json.loads(v) for v in (name, content, digest))
-            values = [
-                cipher.seal(c, n, version, d or "") if is_plain(c) else c
-                for n, c, d in zip(names, contents, digests, strict=True)
-            ]
-            conn.execute("UPDATE log SET content = ? WHERE rowid = ?", (_json_rows(values), rowid))
-
-    def _token_log(self, conn: Any, notebook_id: str, cipher: NotebookCipher) -> None:
-        """Each log row's plain values as tokens: a column, or a JSON array of them (0006).
-        The notebook's recall vectors are dropped: derived data, sealed to the plain digest,
-        embedded again by the next catch-up and kept under the digests' tokens."""
-        token = cipher.token
-        rows = conn.execute(
-            "SELECT rowid, changes, request_id, fingerprint, prev_hash, hash, name, digest"
-            " FROM log WHERE notebook_id = ?",
-            (notebook_id,),
-        ).fetchall()
-        for rowid, count, request_id, fingerprint, prev_hash, hash_, name, digest in rows:
-            if count == 1:
-                name = token(name, "name")
-                digest = None if digest is None else token(digest, "digest")
-            else:
-                name = _json_rows(tokens(cipher, json.loads(name), "name"))
-                digest = _json_rows(
-                    [None if d is None else token(d, "digest") for d in json.loads(digest)]
-                )
-            conn.execute(
-                "UPDATE log SET request_id = ?, fingerprint = ?, prev_hash = ?, hash = ?,"
-                " name = ?, digest = ? WHERE rowid = ?",
-                (
-                    *entry_tokens(cipher, request_id, fingerprint, prev_hash, hash_),
-                    name,
-                    digest,
-                    rowid,
-                ),
-            )
-        conn.execute("DELETE FROM note_vectors WHERE notebook_id = ?", (notebook_id,))
-
     @contextmanager
     def _ephemeral(self) -> Iterator[Any]:
         """A write transaction committed without the fsync (WAL, ``synchronous=NORMAL``)."""
@@ -807,21 +685,6 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
     @staticmethod
     def _insert_records(conn: Any, notebook_id: str, records: Sequence[StoredRecord]) -> None:
         _insert_records(conn, notebook_id, records)
-
-    @staticmethod
-    def _log_entry(conn: Any, notebook_id: str, entry: LogEntry) -> None:
-        conn.execute(
-            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author, written_at,"
-            " prev_hash, hash, changes, op, name, content, digest)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                notebook_id,
-                *entry[1:6],
-                entry.prev_hash,
-                entry.hash,
-                *_change_columns(entry.changes),
-            ),
-        )
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -1021,7 +884,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             else:
                 request_id = cipher.token(request_id, "request", keep=False)
         kept = tokens(cipher, call.names, "name")
-        names = kept[0] if single else _json_rows(kept)
+        names = kept[0] if single else json_rows(kept)
         # One statement reads all the call depends on: the notebook, an earlier call with this
         # request id, and which of the named records exist.
         row = conn.execute(
@@ -1039,7 +902,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             present = opened_values(cipher, present, "name")
         _remember_head(heads, notebook_id, version, head_hash)
         seen = (state, forgets_at, version, head_hash, prior, prior_payload, present)
-        match decide(call, _new_tuple(Seen, seen)):
+        match decide(call, new_tuple(Seen, seen)):
             case Write(entry, result):
                 if not _append(conn, self._sealed(entry), self._kinds(entry)):
                     raise IntegrityError(
@@ -1139,7 +1002,7 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
                 ).fetchall()
             opened = self._check_values(notebook_id, rows)
             for row in opened:
-                yield _new_tuple(RecordCheck, (*row[:6], row[6] == 1))
+                yield new_tuple(RecordCheck, (*row[:6], row[6] == 1))
             if len(rows) < page:
                 return
             last = rows[-1][0]
@@ -1172,72 +1035,6 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
             if len(rows) < page:
                 return
             last = rows[-1][0]
-
-    def _entries(self, conn: Any, notebook_id: str, first: int, last: int) -> list[LogEntry]:
-        """The entries with versions ``first`` to ``last``, in version order."""
-        rows = conn.execute(
-            f"SELECT {_LOG_COLUMNS} FROM log"
-            " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
-            (notebook_id, first, last),
-        ).fetchall()
-        try:
-            return self._opened(notebook_id, [_entry_from_row(notebook_id, row) for row in rows])
-        except ValueError as exc:
-            raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
-
-    def log(self, notebook_id: str, *, batch: int = 1000) -> Iterator[LogEntry]:
-        """The log in version order, read a page at a time (each page one read transaction).
-
-        A page holds at most ``batch`` entries and about ``_LOG_PAGE_CHANGES`` changes, so
-        memory stays flat whatever the log's length or the number of changes per entry, and the
-        consumer's work on one page overlaps nothing: the lock is released between pages. A row
-        whose changes cannot be read raises ``IntegrityError`` when the reader reaches it.
-        """
-        after, size = 0, min(batch, 16)
-        make = _entry_from_row
-        keyring, cipher = self._keyring, None
-        while True:
-            with self._read() as conn:
-                rows = conn.execute(
-                    f"SELECT {_LOG_COLUMNS} FROM log"
-                    " WHERE notebook_id = ? AND version > ? ORDER BY version LIMIT ?",
-                    (notebook_id, after, size),
-                ).fetchall()
-            for row in rows:
-                try:
-                    entry = make(notebook_id, row)
-                except ValueError as exc:
-                    raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
-                if keyring is not None:
-                    if cipher is None:
-                        cipher = keyring.cipher(notebook_id)
-                    entry = open_entry(cipher, entry)
-                yield entry
-            if len(rows) < size:
-                return
-            after = rows[-1][0]
-            changes = sum(row[7] if type(row[7]) is int else 1 for row in rows)
-            size = max(1, min(batch, size * _LOG_PAGE_CHANGES // max(changes, 1)))
-
-    def changes_after(
-        self, notebook_id: str, version: int
-    ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
-        with self._read() as conn:
-            current = self._version(conn, notebook_id)
-            rows = conn.execute(
-                f"SELECT {_LOG_COLUMNS} FROM log"
-                " WHERE notebook_id = ? AND version > ? ORDER BY version",
-                (notebook_id, version),
-            ).fetchall()
-        try:
-            entries = self._opened(notebook_id, [_entry_from_row(notebook_id, row) for row in rows])
-        except ValueError as exc:
-            raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
-        return current, [
-            (name, digest, content)
-            for entry in entries
-            for _, name, content, digest in entry.changes
-        ]
 
     # -- export and import (docs/cli.md) ------------------------------------------------------
 

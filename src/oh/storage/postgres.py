@@ -43,7 +43,6 @@ from weakref import WeakKeyDictionary
 from oh.core.changes import (
     Applied,
     LogEntry,
-    LoggedChange,
     Refused,
     RememberResult,
     genesis_hash,
@@ -65,7 +64,7 @@ from oh.errors import (
 )
 from oh.keys import Keyring, KeyShredding, NotebookCipher
 from oh.storage.base import RecordCheck, VectorRow
-from oh.storage.sealing import entry_tokens, is_plain, opened_values, tokens
+from oh.storage.sealing import opened_values, tokens
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
 
@@ -461,11 +460,16 @@ class PostgresDatabase:
 
 
 # verify's view of the current records (``MemoryStore.record_checks``): stamps, no content.
+# The log row of a record's version must hold a change that wrote this very text under this
+# name (``oh_log_values``, migration 0010: the values of a column, in order).
 _RECORD_CHECKS = (
     "SELECT r.name, r.kind, r.digest, r.author, r.written_at, r.version, EXISTS ("
-    " SELECT 1 FROM log_changes AS c WHERE c.notebook_id = r.notebook_id"
-    " AND c.version = r.version AND c.name = r.name AND c.op IN ('add', 'replace')"
-    " AND c.content = r.content)"
+    " SELECT 1 FROM log AS l"
+    " CROSS JOIN LATERAL oh_log_values(l.changes, l.name) AS n"
+    " JOIN LATERAL oh_log_values(l.changes, l.op) AS o ON o.i = n.i"
+    " JOIN LATERAL oh_log_values(l.changes, l.content) AS c ON c.i = n.i"
+    " WHERE l.notebook_id = r.notebook_id AND l.version = r.version"
+    " AND n.v = r.name AND o.v IN ('add', 'replace') AND c.v = r.content)"
     " FROM records AS r WHERE r.notebook_id = ? {after} ORDER BY r.name LIMIT ?"
 )
 
@@ -475,6 +479,11 @@ _RECORD_CHECKS = (
 _REMEMBER = (
     "SELECT status, version, head_hash, names, digests FROM"
     " oh_remember(%s, %s, %s, %s, %s, %s, %s, %s, %b, %b, %b, %b, %b)"
+)
+# A single-change call, its change as five plain values (migration 0010): no array to adapt.
+_REMEMBER_ONE = (
+    "SELECT status, version, head_hash, names, digests FROM"
+    " oh_remember_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
 HEADS_KEPT = 1024  # notebooks whose head a store remembers (a guess each; see ``_remember``)
 
@@ -541,60 +550,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         # the plain text in the pages' free space. (Base backups and archived WAL from before
         # keep it: docs/keys.md.)
         self._compact(full=True)
-
-    def _token_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
-        """Each log entry's and logged change's plain values as tokens."""
-        token = cipher.token
-        conn.executemany(
-            "UPDATE log SET request_id = ?, fingerprint = ?, prev_hash = ?, hash = ?"
-            " WHERE notebook_id = ? AND version = ?",
-            [
-                (
-                    *entry_tokens(cipher, request_id, fingerprint, prev_hash, hash_),
-                    notebook_id,
-                    version,
-                )
-                for version, request_id, fingerprint, prev_hash, hash_ in conn.execute(
-                    "SELECT version, request_id, fingerprint, prev_hash, hash FROM log"
-                    " WHERE notebook_id = ?",
-                    (notebook_id,),
-                ).fetchall()
-            ],
-        )
-        conn.executemany(
-            "UPDATE log_changes SET name = ?, digest = ?"
-            " WHERE notebook_id = ? AND version = ? AND seq = ?",
-            [
-                (
-                    token(name, "name"),
-                    None if digest is None else token(digest, "digest"),
-                    notebook_id,
-                    version,
-                    seq,
-                )
-                for version, seq, name, digest in conn.execute(
-                    "SELECT version, seq, name, digest FROM log_changes WHERE notebook_id = ?",
-                    (notebook_id,),
-                ).fetchall()
-            ],
-        )
-
-    def _seal_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
-        """Each logged change's plain content sealed (a row per change)."""
-        changes = [
-            (cipher.seal(content, name, version, digest or ""), notebook_id, version, seq)
-            for version, seq, name, content, digest in conn.execute(
-                "SELECT version, seq, name, content, digest FROM log_changes WHERE notebook_id = ?",
-                (notebook_id,),
-            ).fetchall()
-            if is_plain(content)
-        ]
-        if changes:
-            conn.executemany(
-                "UPDATE log_changes SET content = ?"
-                " WHERE notebook_id = ? AND version = ? AND seq = ?",
-                changes,
-            )
 
     @contextmanager
     def _ephemeral(self) -> Iterator[QmarkConnection]:
@@ -699,6 +654,15 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             prev_hash = None if prev_hash is None else token(prev_hash, "hash")
             hash_ = None if hash_ is None else token(hash_, "hash")
             digests = [None if d is None else token(d, "digest") for d in digests]
+        changes = (
+            [c.op for c in logged],
+            tokens(cipher, call.names, "name"),
+            tokens(cipher, [kind_of(c.name) for c in logged], "kind"),
+            contents,
+            digests,
+        )
+        single = len(logged) == 1
+        statement = _REMEMBER_ONE if single else _REMEMBER
         params = (
             call.notebook_id,
             call.based_on,
@@ -708,18 +672,14 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             call.written_at,
             prev_hash,
             hash_,
-            [c.op for c in logged],
-            tokens(cipher, call.names, "name"),
-            tokens(cipher, [kind_of(c.name) for c in logged], "kind"),
-            contents,
-            digests,
+            *([values[0] for values in changes] if single else changes),
         )
         for attempt in (1, 2):
             try:
                 with translated(), self._connection() as conn:
                     conn.autocommit = True
                     try:
-                        row = conn.execute(_REMEMBER, params).fetchone()
+                        row = conn.execute(statement, params).fetchone()
                     finally:
                         with suppress(Exception):  # a broken connection: the pool discards it
                             conn.autocommit = False
@@ -799,31 +759,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         if written is not None:  # committed
             _remember_head(self._known_heads, notebook_id, written.version, written.hash)
         return result
-
-    @staticmethod
-    def _log_entry(conn: Connection, notebook_id: str, entry: LogEntry) -> None:
-        conn.execute(
-            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author,"
-            " written_at, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                notebook_id,
-                entry.version,
-                entry.request_id,
-                entry.fingerprint,
-                entry.author,
-                entry.written_at,
-                entry.prev_hash,
-                entry.hash,
-            ),
-        )
-        conn.executemany(
-            "INSERT INTO log_changes (notebook_id, version, seq, op, name, content, digest)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (notebook_id, entry.version, seq, c.op, c.name, c.content, c.digest)
-                for seq, c in enumerate(entry.changes)
-            ],
-        )
 
     @staticmethod
     def _apply_current(
@@ -957,73 +892,6 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
             if len(rows) < page:
                 return
             last = tuple(rows[-1][fixed:3])
-
-    def _entries(self, conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
-        heads = conn.execute(
-            "SELECT version, request_id, fingerprint, author, written_at, prev_hash, hash"
-            " FROM log WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
-            (notebook_id, first, last),
-        ).fetchall()
-        grouped: dict[int, list[LoggedChange]] = {}
-        for version, op, name, content, digest in conn.execute(
-            "SELECT version, op, name, content, digest FROM log_changes"
-            " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version, seq",
-            (notebook_id, first, last),
-        ):
-            grouped.setdefault(version, []).append(LoggedChange(op, name, content, digest))
-        entries = [
-            LogEntry(
-                notebook_id,
-                version,
-                request_id,
-                fp,
-                author,
-                written_at,
-                tuple(grouped.get(version, ())),
-                prev_hash,
-                hash_,
-            )
-            for version, request_id, fp, author, written_at, prev_hash, hash_ in heads
-        ]
-        return self._opened(notebook_id, entries)
-
-    def log(self, notebook_id: str, *, batch: int = 5000) -> Iterator[LogEntry]:
-        first = 1
-        while True:
-            with self._read() as conn:
-                entries = self._entries(conn, notebook_id, first, first + batch - 1)
-                row = conn.execute(
-                    "SELECT max(version) FROM log WHERE notebook_id = ?", (notebook_id,)
-                ).fetchone()
-            yield from entries
-            last = None if row is None else row[0]
-            if last is None or first + batch - 1 >= last:
-                return
-            first += batch
-
-    def changes_after(
-        self, notebook_id: str, version: int
-    ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
-        with self._read() as conn:
-            current = self._version(conn, notebook_id)
-            rows = conn.execute(
-                "SELECT version, op, name, digest, content FROM log_changes"
-                " WHERE notebook_id = ? AND version > ? ORDER BY version, seq",
-                (notebook_id, version),
-            ).fetchall()
-        keyring = self._keyring
-        if keyring is None or not rows:
-            return current, [(name, digest, content) for _, _, name, digest, content in rows]
-        cipher = keyring.cipher(notebook_id)
-        untoken = cipher.untoken
-        opened = []
-        for logged, op, name, digest, content in rows:
-            name = untoken(name, "name")
-            digest = None if digest is None and op == "remove" else untoken(digest, "digest")
-            if not (content is None and op == "remove"):
-                content = cipher.open(content, name, logged, digest or "")
-            opened.append((name, digest, content))
-        return current, opened
 
     @staticmethod
     def _insert_records(

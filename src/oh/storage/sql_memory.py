@@ -9,6 +9,7 @@ bulk, an answer's relaxed-durability commit. What a write means is decided in ``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, suppress
 from datetime import datetime
@@ -23,6 +24,13 @@ from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import IntegrityError, NotFound, Purged
 from oh.keys import Keyring, NotebookCipher
 from oh.storage.base import PreparedRemember, VectorRow
+from oh.storage.log_rows import (
+    LOG_COLUMNS,
+    LOG_PAGE_CHANGES,
+    change_columns,
+    entry_from_row,
+    json_rows,
+)
 from oh.storage.rows import (
     ANSWER_COLUMNS,
     NOTEBOOK_COLUMNS,
@@ -36,6 +44,7 @@ from oh.storage.sealing import (
     SEALED_MARKER,
     check_keys_fit,
     cipher_for_sealing,
+    entry_tokens,
     is_plain,
     open_answer_row,
     open_entry,
@@ -100,13 +109,6 @@ class SqlMemoryBackend(SqlDatabase, Protocol):
     ) -> None:
         """Insert current records in bulk, inside the caller's write transaction."""
 
-    def _log_entry(self, conn: Connection, notebook_id: str, entry: LogEntry) -> None:
-        """Write one log entry of ``notebook_id`` as it is (hash included) in the backend's log
-        layout, inside the caller's write transaction; the current records are the caller's."""
-
-    def _entries(self, conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
-        """The log entries of ``notebook_id`` with versions ``first`` to ``last``, in order."""
-
     def _sealing_recorded(self) -> bool:
         """Whether the database's ``sealing`` row says its content is sealed."""
 
@@ -115,13 +117,6 @@ class SqlMemoryBackend(SqlDatabase, Protocol):
 
     def _compact_sealed(self) -> None:
         """Make the plain text that sealing replaced leave the database's files."""
-
-    def _seal_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
-        """Seal the plain content of one notebook's log, in the backend's layout."""
-
-    def _token_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
-        """Turn the plain request ids, fingerprints, hashes, names and digests of one
-        notebook's log into tokens, in the backend's layout."""
 
 
 class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
@@ -141,6 +136,145 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
     def data_key_destroyed(self, notebook_id: str) -> bool:
         keyring = self._keyring
         return keyring is not None and not keyring.has_key(notebook_id)
+
+    # -- the log: one row per entry (``oh.storage.log_rows``) ---------------------------------
+
+    @staticmethod
+    def _log_entry(conn: Connection, notebook_id: str, entry: LogEntry) -> None:
+        conn.execute(
+            "INSERT INTO log (notebook_id, version, request_id, fingerprint, author, written_at,"
+            " prev_hash, hash, changes, op, name, content, digest)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                notebook_id,
+                *entry[1:6],
+                entry.prev_hash,
+                entry.hash,
+                *change_columns(entry.changes),
+            ),
+        )
+
+    def _entries(self, conn: Connection, notebook_id: str, first: int, last: int) -> list[LogEntry]:
+        """The entries with versions ``first`` to ``last``, in version order."""
+        rows = conn.execute(
+            f"SELECT {LOG_COLUMNS} FROM log"
+            " WHERE notebook_id = ? AND version BETWEEN ? AND ? ORDER BY version",
+            (notebook_id, first, last),
+        ).fetchall()
+        try:
+            return self._opened(notebook_id, [entry_from_row(notebook_id, row) for row in rows])
+        except ValueError as exc:
+            raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
+
+    def log(self, notebook_id: str, *, batch: int = 1000) -> Iterator[LogEntry]:
+        """The log in version order, read a page at a time (each page one read transaction).
+
+        A page holds at most ``batch`` entries and about ``LOG_PAGE_CHANGES`` changes, so
+        memory stays flat whatever the log's length or the number of changes per entry, and the
+        consumer's work on one page overlaps nothing: the lock is released between pages. A row
+        whose changes cannot be read raises ``IntegrityError`` when the reader reaches it.
+        """
+        after, size = 0, min(batch, 16)
+        make = entry_from_row
+        keyring, cipher = self._keyring, None
+        while True:
+            with self._read() as conn:
+                rows = conn.execute(
+                    f"SELECT {LOG_COLUMNS} FROM log"
+                    " WHERE notebook_id = ? AND version > ? ORDER BY version LIMIT ?",
+                    (notebook_id, after, size),
+                ).fetchall()
+            for row in rows:
+                try:
+                    entry = make(notebook_id, row)
+                except ValueError as exc:
+                    raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
+                if keyring is not None:
+                    if cipher is None:
+                        cipher = keyring.cipher(notebook_id)
+                    entry = open_entry(cipher, entry)
+                yield entry
+            if len(rows) < size:
+                return
+            after = rows[-1][0]
+            changes = sum(row[7] if type(row[7]) is int else 1 for row in rows)
+            size = max(1, min(batch, size * LOG_PAGE_CHANGES // max(changes, 1)))
+
+    def changes_after(
+        self, notebook_id: str, version: int
+    ) -> tuple[int, list[tuple[str, str | None, str | None]]]:
+        with self._read() as conn:
+            current = self._version(conn, notebook_id)
+            rows = conn.execute(
+                f"SELECT {LOG_COLUMNS} FROM log"
+                " WHERE notebook_id = ? AND version > ? ORDER BY version",
+                (notebook_id, version),
+            ).fetchall()
+        try:
+            entries = self._opened(notebook_id, [entry_from_row(notebook_id, row) for row in rows])
+        except ValueError as exc:
+            raise IntegrityError(f"notebook {notebook_id}: {exc}") from exc
+        return current, [
+            (name, digest, content)
+            for entry in entries
+            for _, name, content, digest in entry.changes
+        ]
+
+    def _seal_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Each log row's plain content sealed: a column, or a JSON array of them."""
+        rows = conn.execute(
+            "SELECT version, changes, name, content, digest FROM log WHERE notebook_id = ?",
+            (notebook_id,),
+        ).fetchall()
+        for version, count, name, content, digest in rows:
+            if count == 1:
+                if not is_plain(content):
+                    continue
+                sealed = cipher.seal(content, name, version, digest or "")
+            else:
+                names, contents, digests = (json.loads(v) for v in (name, content, digest))
+                sealed = json_rows(
+                    [
+                        cipher.seal(c, n, version, d or "") if is_plain(c) else c
+                        for n, c, d in zip(names, contents, digests, strict=True)
+                    ]
+                )
+            conn.execute(
+                "UPDATE log SET content = ? WHERE notebook_id = ? AND version = ?",
+                (sealed, notebook_id, version),
+            )
+
+    def _token_log(self, conn: Connection, notebook_id: str, cipher: NotebookCipher) -> None:
+        """Each log row's plain values as tokens: a column, or a JSON array of them. The
+        notebook's recall vectors are dropped: derived data, sealed to the plain digest,
+        embedded again by the next catch-up and kept under the digests' tokens."""
+        token = cipher.token
+        rows = conn.execute(
+            "SELECT version, changes, request_id, fingerprint, prev_hash, hash, name, digest"
+            " FROM log WHERE notebook_id = ?",
+            (notebook_id,),
+        ).fetchall()
+        for version, count, request_id, fingerprint, prev_hash, hash_, name, digest in rows:
+            if count == 1:
+                name = token(name, "name")
+                digest = None if digest is None else token(digest, "digest")
+            else:
+                name = json_rows(tokens(cipher, json.loads(name), "name"))
+                digest = json_rows(
+                    [None if d is None else token(d, "digest") for d in json.loads(digest)]
+                )
+            conn.execute(
+                "UPDATE log SET request_id = ?, fingerprint = ?, prev_hash = ?, hash = ?,"
+                " name = ?, digest = ? WHERE notebook_id = ? AND version = ?",
+                (
+                    *entry_tokens(cipher, request_id, fingerprint, prev_hash, hash_),
+                    name,
+                    digest,
+                    notebook_id,
+                    version,
+                ),
+            )
+        conn.execute("DELETE FROM note_vectors WHERE notebook_id = ?", (notebook_id,))
 
     def _opened_vector_rows(
         self, notebook_id: str, rows: Iterable[VectorRow]

@@ -108,11 +108,7 @@ class PostgresCluster:
         self.bindir = self.bindir or find_binaries()
         if self.bindir is None:
             raise FileNotFoundError("no PostgreSQL server binaries (initdb, pg_ctl) found")
-        self._as_postgres = os.geteuid() == 0
-        self.directory = Path(tempfile.mkdtemp(prefix="oh-pg-"))
-        if self._as_postgres:
-            user = pwd.getpwnam(SUPERUSER)
-            os.chown(self.directory, user.pw_uid, user.pw_gid)
+        self._own_directory()
         self._run(
             str(self.bindir / "initdb"),
             "--pgdata",
@@ -146,6 +142,18 @@ class PostgresCluster:
         config = "".join(f"{key} = {value}\n" for key, value in settings.items())
         with (self.data / "postgresql.conf").open("a") as conf:
             conf.write(config)
+        self._pg_ctl_start()
+        return self
+
+    def _own_directory(self) -> None:
+        self._as_postgres = os.geteuid() == 0
+        self.directory = Path(tempfile.mkdtemp(prefix="oh-pg-"))
+        if self._as_postgres:
+            user = pwd.getpwnam(SUPERUSER)
+            os.chown(self.directory, user.pw_uid, user.pw_gid)
+
+    def _pg_ctl_start(self) -> None:
+        assert self.bindir is not None and self.directory is not None
         self._run(
             str(self.bindir / "pg_ctl"),
             "--pgdata",
@@ -157,7 +165,38 @@ class PostgresCluster:
             "60",
             "start",
         )
-        return self
+
+    def replica(self) -> PostgresCluster:
+        """A hot standby of this cluster, streaming from it (``pg_basebackup -R``), started on
+        a port of its own; ``stop()`` it like any cluster."""
+        assert self.bindir is not None
+        standby = PostgresCluster(durable=self.durable, bindir=self.bindir)
+        standby._own_directory()
+        self._run(
+            str(self.bindir / "pg_basebackup"),
+            "--pgdata",
+            str(standby.data),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--username",
+            SUPERUSER,
+            "--write-recovery-conf",
+            "--wal-method",
+            "stream",
+            "--no-sync",
+        )
+        standby.port = _free_port()
+        settings = {
+            "port": str(standby.port),
+            "unix_socket_directories": f"'{standby.directory}'",
+            "hot_standby": "on",
+        }
+        with (standby.data / "postgresql.conf").open("a") as conf:
+            conf.write("".join(f"{key} = {value}\n" for key, value in settings.items()))
+        standby._pg_ctl_start()
+        return standby
 
     def stop(self) -> None:
         if self.directory is None or self.bindir is None:
