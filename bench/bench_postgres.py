@@ -8,8 +8,9 @@ Python's GIL does not serialize the clients) with its own connection, writing to
 notebook, as separate agents would.
 
 * Oh: one single-change ``remember`` call per operation (validated payload, fingerprint, row
-  lock, request-id and name checks, log entry + change + current record, hash chain): one
-  statement (``oh_remember``, migration 0006) in one round trip.
+  lock, request-id and name checks, log entry + current record, hash chain): one statement
+  (``oh_remember_one``, migrations 0006 and 0011, prepared on the connection and sent through
+  libpq) in one round trip.
 * Full path: the same calls the way the store made them before 0006 (read under the lock,
   decide in Python, write; the pool's check on every checkout), for the speed-up.
 * Baseline: ``INSERT INTO raw (notebook_id, name, content) VALUES (...)`` of the same

@@ -23,15 +23,38 @@ import pytest
 
 import oh.storage.postgres as postgres
 from oh.core.changes import Applied, LogEntry, Refused
-from oh.errors import AlreadyExists, Expired, NotFound, Purged, RequestIdReused, StorageUnavailable
+from oh.errors import (
+    AlreadyExists,
+    Expired,
+    InvalidArgument,
+    NotFound,
+    Purged,
+    RequestIdReused,
+    StorageUnavailable,
+)
 from oh.keys import Keyring, MasterKey, MasterKeys
 from oh.storage.key_store import LibsqlKeyStore
+from oh.storage.memory import InMemoryStore
 from oh.storage.postgres import MEMORY_MIGRATIONS, PostgresMemoryStore, migrate
-from oh.testing.memory_store import LIFETIME, T0, add, open_notebook, remove, replace, write
+from oh.testing.memory_store import (
+    LIFETIME,
+    T0,
+    add,
+    log_length,
+    open_notebook,
+    remove,
+    replace,
+    write,
+)
 from oh.testing.postgres_cluster import PostgresCluster, Schema, fresh_schema, shared_cluster
 from oh.verify import verify_notebook
-from test_postgres_store import run_sql
+from test_postgres_store import run_sql, shipped
 
+LATEST = shipped()[-1]  # the last migration this release ships
+# A Flush message alone, which psycopg's pipeline sends after its closing Sync: the server
+# answers nothing to it, so one arriving after the Sync's answer must not count as the client
+# speaking last (the next call's burst then looked like no trip: 1 counted instead of 2).
+FLUSH = b"H\x00\x00\x00\x04"
 QUIET = 0.05  # seconds without traffic after which the relay counts a call as over
 
 
@@ -67,10 +90,13 @@ class Relay:
         try:
             while data := source.recv(65536):
                 with self._lock:
-                    if up and last[0] == "server":
-                        self.round_trips += 1
-                    last[0] = "client" if up else "server"
                     self._moved = time.monotonic()
+                    if up and data == FLUSH * (len(data) // len(FLUSH)):
+                        pass  # nothing the server answers: neither a trip nor the last word
+                    else:
+                        if up and last[0] == "server":
+                            self.round_trips += 1
+                        last[0] = "client" if up else "server"
                 sink.sendall(data)
         except OSError:
             pass
@@ -252,6 +278,129 @@ def test_refusals_are_the_same_typed_errors_and_write_nothing(
     write(store, fresh, 0, "r-1", add("note:a"))
     result, trips = round_trips(relay, lambda: write(store, fresh, 1, "r-2", add("note:b")))
     assert result == Applied(2, ANY_WRITTEN) and trips == 1
+
+
+# -- the single-change statement, pinned to decide ------------------------------------------------
+
+SINGLE_CASES = [
+    pytest.param(
+        op, name, based_on, request_id, head, id=f"{op}-{name}-on{based_on}-{request_id}-{head}"
+    )
+    for op in ("add", "replace", "remove")
+    for name in ("note:a", "note:z")  # an existing record, a missing one
+    for based_on in (1, 0)  # the current version, a stale one
+    for request_id in ("r-2", "r-1")  # a new request id, the first call's
+    for head in ("known", "unknown")  # the store wrote the head, or another store did
+]
+
+
+def _change(op: str, name: str) -> dict[str, Any]:
+    return {"add": add, "replace": lambda n: replace(n, "again"), "remove": remove}[op](name)
+
+
+def _outcome(*args: Any) -> Any:
+    """What ``write(*args)`` answers, or the type of the error it raises."""
+    try:
+        return write(*args)
+    except Exception as exc:
+        return type(exc)
+
+
+@pytest.mark.parametrize(("op", "name", "based_on", "request_id", "head"), SINGLE_CASES)
+def test_every_single_change_call_answers_as_the_reference_backend(
+    schema: Schema, op: str, name: str, based_on: int, request_id: str, head: str
+) -> None:
+    """``oh_remember_one`` (its statement sent through libpq) answers each combination of what
+    ``decide`` looks at as the in-memory reference does, and leaves the same log and records."""
+    store = PostgresMemoryStore(schema.url(), max_size=1)
+    other = PostgresMemoryStore(schema.url(), max_size=1)
+    reference = InMemoryStore()
+    try:
+        outcomes, states = [], []
+        for backend, first_writer in (
+            (store, other if head == "unknown" else store),
+            (reference, reference),
+        ):
+            notebook = open_notebook(backend)
+            write(first_writer, notebook, 0, "r-1", add("note:a"))
+            outcomes.append(_outcome(backend, notebook, based_on, request_id, _change(op, name)))
+            states.append(
+                (
+                    [(e.version, e.request_id) for e in backend.log(notebook)],
+                    sorted((r.name, r.digest) for r in backend.records(notebook)),
+                )
+            )
+        assert outcomes[0] == outcomes[1]
+        assert states[0] == states[1]
+    finally:
+        store.close()
+        other.close()
+
+
+def _prepared_statements(store: PostgresMemoryStore) -> list[str]:
+    with store._pool.connection() as conn:
+        return [row[0] for row in conn.execute("SELECT name FROM pg_prepared_statements")]
+
+
+def test_a_statement_dropped_from_the_connection_is_answered_and_prepared_again(
+    store: PostgresMemoryStore, relay: Relay
+) -> None:
+    notebook = open_notebook(store)
+    write(store, notebook, 0, "r-1", add("note:a"))
+    assert "oh_remember_one" in _prepared_statements(store)
+    with store._pool.connection() as conn:
+        conn.execute("DEALLOCATE ALL")
+    assert write(store, notebook, 1, "r-2", add("note:b")) == Applied(2, ANY_WRITTEN)
+    assert "oh_remember_one" not in _prepared_statements(store)
+    result, trips = round_trips(relay, lambda: write(store, notebook, 2, "r-3", add("note:c")))
+    assert result == Applied(3, ANY_WRITTEN) and trips == 2  # prepared once more, then the call
+    assert "oh_remember_one" in _prepared_statements(store)
+    result, trips = round_trips(relay, lambda: write(store, notebook, 3, "r-4", add("note:d")))
+    assert result == Applied(4, ANY_WRITTEN) and trips == 1
+    assert verify_notebook(store, notebook).ok
+
+
+def test_a_value_postgresql_text_cannot_hold_is_refused_as_before_and_writes_nothing(
+    store: PostgresMemoryStore,
+) -> None:
+    notebook = open_notebook(store)
+    with pytest.raises(InvalidArgument):
+        write(store, notebook, 0, "r-\x00", add("note:a"))
+    with pytest.raises(InvalidArgument):
+        write(store, notebook, 0, "r-1", add("note:a"), author="agent:\x00")
+    assert log_length(store, notebook) == 0
+    assert write(store, notebook, 0, "r-1", add("note:a")) == Applied(1, ANY_WRITTEN)
+
+
+def test_a_connection_not_talking_utf8_writes_the_ordinary_way(schema: Schema) -> None:
+    store = PostgresMemoryStore(schema.url() + "&client_encoding=LATIN1", max_size=1)
+    try:
+        notebook = open_notebook(store)
+        assert write(store, notebook, 0, "r-1", add("note:cafe", "déjà vu")) == Applied(
+            1, ANY_WRITTEN
+        )
+        assert "oh_remember_one" not in _prepared_statements(store)
+        assert [r.name for r in store.records(notebook)] == ["note:cafe"]
+        assert verify_notebook(store, notebook).ok
+    finally:
+        store.close()
+
+
+def test_an_error_on_the_prepared_path_is_the_ordinary_paths_typed_error(
+    store: PostgresMemoryStore, schema: Schema
+) -> None:
+    notebook = open_notebook(store)
+    write(store, notebook, 0, "r-1", add("note:a"))
+    run_sql(
+        schema.url(),
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS"
+        " $$ BEGIN RAISE EXCEPTION 'oh: notebook is not open'; END $$;"
+        " CREATE TRIGGER refuse BEFORE INSERT ON log FOR EACH ROW EXECUTE FUNCTION refuse()",
+    )
+    with pytest.raises(Purged):
+        write(store, notebook, 1, "r-2", add("note:b"))
+    assert [e.request_id for e in store.log(notebook)] == ["r-1"]
+    assert [r.name for r in store.records(notebook)] == ["note:a"]
 
 
 # -- contested writers ---------------------------------------------------------------------------
@@ -451,7 +600,7 @@ def test_a_cluster_written_by_the_previous_release_migrates_to_one_row_per_entry
         keyring = Keyring(masters, LibsqlKeyStore(tmp_path / "keys.db"))
     store = PostgresMemoryStore(schema.url(), max_size=1, keyring=keyring)
     try:
-        assert run_sql(schema.url(), "SELECT max(version) FROM schema_migrations") == [(10,)]
+        assert run_sql(schema.url(), "SELECT max(version) FROM schema_migrations") == [(LATEST,)]
         assert run_sql(schema.url(), "SELECT to_regclass('log_changes')") == [(None,)]
         assert verify_notebook(store, notebook).ok
         assert store.notebook(notebook).head_hash == head
@@ -486,7 +635,7 @@ def test_a_database_at_the_previous_schema_migrates_and_keeps_its_chain(schema: 
     try:
         with store._pool.connection() as conn:
             versions = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()
-        assert versions == (10,)  # every step since, up to one row per entry (0010)
+        assert versions == (LATEST,)  # every step since
         assert write(store, notebook, 0, "r-1", add("note:a"), add("note:b")) == first
         assert write(store, notebook, 1, "r-3", add("note:c")) == Refused(current_version=2)
         assert write(store, notebook, 2, "r-3", add("note:c")) == Applied(3, ANY_WRITTEN)

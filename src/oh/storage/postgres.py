@@ -64,6 +64,7 @@ from oh.errors import (
 )
 from oh.keys import Keyring, KeyShredding, NotebookCipher
 from oh.storage.base import RecordCheck, VectorRow
+from oh.storage.postgres_prepared import PreparedCall
 from oh.storage.sealing import opened_values, tokens
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
@@ -133,7 +134,8 @@ def translate(exc: Exception) -> OhError:
         return IntegrityError(f"the database reports damaged data: {message}")
     if sqlstate == "42501":
         return Forbidden(f"the database role may not do this: {message}")
-    if sqlstate.startswith("22"):
+    if sqlstate.startswith("22") or (not sqlstate and isinstance(exc, _psycopg()[0].DataError)):
+        # (without a SQLSTATE: psycopg refused the value before sending it, e.g. a NUL in text)
         return InvalidArgument(f"the database refused a value: {message}")
     if sqlstate[:2] in _UNAVAILABLE_CLASSES:
         return StorageUnavailable(f"storage unavailable: {message}")
@@ -347,6 +349,7 @@ class PostgresDatabase:
 
     COMPONENT = ""  # the migration sequence (``memory``, ``knowledge``)
     MIGRATIONS = ""  # the package holding its numbered *.sql steps
+    PREPARED: tuple[PreparedCall, ...] = ()  # prepared on each connection, after migrating
 
     def __init__(
         self,
@@ -369,6 +372,7 @@ class PostgresDatabase:
             open=False,
             kwargs={"autocommit": False, "application_name": application_name},
             check=check,
+            configure=self._prepare if self.PREPARED else None,
             name=f"oh-{self.COMPONENT or 'db'}",
         )
         with translated():
@@ -377,9 +381,14 @@ class PostgresDatabase:
                 if self.MIGRATIONS:
                     with self._pool.connection() as conn:
                         migrate(conn, self.COMPONENT, self.MIGRATIONS)
+                        self._prepare(conn)
             except BaseException:
                 self._pool.close()
                 raise
+
+    def _prepare(self, conn: psycopg.Connection[Any]) -> None:
+        for call in self.PREPARED:
+            call.prepare(conn)
 
     def _connection(self) -> AbstractContextManager[psycopg.Connection[Any]]:
         """A connection of the pool, for one transaction (checked first only if it sat idle)."""
@@ -485,6 +494,14 @@ _REMEMBER_ONE = (
     "SELECT status, version, head_hash, names, digests FROM"
     " oh_remember_one(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
 )
+# The same single-change call sent through libpq (``PreparedCall``), its answer as text.
+_REMEMBER_ONE_PREPARED = PreparedCall(
+    "oh_remember_one",
+    "SELECT status, version, head_hash, array_to_json(names)::TEXT,"
+    " array_to_json(digests)::TEXT FROM oh_remember_one("
+    + ", ".join(f"${n}" for n in range(1, 14))
+    + ")",
+)
 HEADS_KEPT = 1024  # notebooks whose head a store remembers (a guess each; see ``_remember``)
 
 
@@ -494,6 +511,18 @@ def _remember_head(
     if len(heads) >= HEADS_KEPT and notebook_id not in heads:
         heads.clear()
     heads[notebook_id] = (version, head_hash)
+
+
+def _answer(values: list[bytes | None]) -> tuple[Any, ...]:
+    """A row of ``_REMEMBER_ONE_PREPARED`` as the ordinary statement answers it."""
+    status, version, head_hash, names, digests = values
+    return (
+        None if status is None else status.decode(),
+        None if version is None else int(version),
+        None if head_hash is None else head_hash.decode(),
+        None if names is None else json.loads(names),
+        None if digests is None else json.loads(digests),
+    )
 
 
 def _counts(value: Any) -> dict[str, int]:
@@ -508,6 +537,7 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
 
     COMPONENT = "memory"
     MIGRATIONS = MEMORY_MIGRATIONS
+    PREPARED = (_REMEMBER_ONE_PREPARED,)
 
     def __init__(self, url: str, *, keyring: Keyring | None = None, **options: Any) -> None:
         """``options`` as for ``PostgresDatabase``.
@@ -677,6 +707,8 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         for attempt in (1, 2):
             try:
                 with translated(), self._connection() as conn:
+                    if single and (answer := _REMEMBER_ONE_PREPARED(conn, params)) is not None:
+                        return _answer(answer)
                     conn.autocommit = True
                     try:
                         row = conn.execute(statement, params).fetchone()
