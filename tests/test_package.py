@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import re
 import subprocess
 import sys
@@ -216,7 +217,7 @@ def test_the_command_line_needs_no_extra_and_names_the_one_a_command_needs(tmp_p
     an extra says which one to install, exit status 2, no traceback."""
     # A module set to None in sys.modules cannot be imported: ModuleNotFoundError, as on a core
     # install.
-    missing = ("numpy", "uvicorn", "fastapi", "mcp")
+    missing = ("numpy", "uvicorn", "fastapi", "mcp", "libsql")
     hide = f"import sys; [sys.modules.__setitem__(m, None) for m in {missing!r}]"
     listing = subprocess.run(
         [sys.executable, "-c", f"{hide}; import oh.cli; oh.cli.build_parser(); print('ok')"],
@@ -224,7 +225,12 @@ def test_the_command_line_needs_no_extra_and_names_the_one_a_command_needs(tmp_p
         text=True,
     )
     assert listing.stdout.strip() == "ok", listing.stderr
-    for argv, extra in ((["serve"], "server"), (["index", "rebuild"], "server")):
+    cases = (
+        (["serve"], "server", {}),
+        (["index", "rebuild"], "server", {}),
+        (["verify"], "libsql", {"OH_EMBEDDED_DRIVER": "libsql"}),
+    )
+    for argv, extra, environ in cases:
         run = subprocess.run(
             [
                 sys.executable,
@@ -236,6 +242,7 @@ def test_the_command_line_needs_no_extra_and_names_the_one_a_command_needs(tmp_p
             ],
             capture_output=True,
             text=True,
+            env={**os.environ, **environ},
         )
         assert run.returncode == 2, run.stderr
         assert f"needs the {extra} extra" in run.stderr and "oh-memory[" in run.stderr

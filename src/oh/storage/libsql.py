@@ -26,8 +26,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import libsql
-
 from oh.core.changes import (
     LogEntry,
     Refused,
@@ -178,6 +176,13 @@ def open_driver(path: str | Path, driver: Driver = "sqlite3") -> Any:
             str(path), isolation_level=None, check_same_thread=False, cached_statements=512
         )
     if driver == "libsql":
+        try:
+            import libsql
+        except ModuleNotFoundError as exc:
+            raise ModuleNotFoundError(
+                "the libsql driver needs the libsql extra: pip install 'oh-memory[libsql]'",
+                name="libsql",
+            ) from exc
         return libsql.connect(str(path), isolation_level=None)
     raise InvalidArgument(f"the embedded driver must be one of {DRIVERS}, not {driver!r}")
 
