@@ -256,6 +256,12 @@ def test_importing_the_client_loads_no_server_code() -> None:
     roots = {module.split(".")[0] for module in loaded}
     assert "httpx" in roots
     assert roots & {"fastapi", "starlette", "uvicorn", "mcp", "pydantic"} == set()
+    # Nor the library behind the package root: no storage, no keys, no SQLite, no cipher.
+    ours = {module for module in loaded if module.startswith("oh.")}
+    assert ours <= {"oh._version", "oh.core", "oh.core.canonical", "oh.errors"} | {
+        module for module in ours if module.startswith("oh.client")
+    }, ours
+    assert roots & {"sqlite3", "cryptography", "rfc8785"} <= {"rfc8785"}
 
 
 def test_the_client_surface_is_exactly_all() -> None:

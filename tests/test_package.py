@@ -11,6 +11,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import oh
 from oh.cli import COMMANDS
 
@@ -71,6 +73,26 @@ def test_the_public_surface_is_exactly_all() -> None:
     assert exported <= set(oh.__all__)
     for name in oh.__all__:
         assert hasattr(oh, name), name
+
+
+def test_the_root_imports_each_public_name_from_where_the_type_checker_sees_it() -> None:
+    """``oh/__init__.py`` lists each name twice, for the type checker and for the lazy import:
+    the two lists are the same, and ``__all__`` is exactly them."""
+    tree = ast.parse((SRC / "__init__.py").read_text())
+    checked = next(
+        node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node)
+    )
+    typed = {
+        alias.name: node.module
+        for node in checked.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert typed == oh._HOME
+    assert oh.__all__ == sorted(["__version__", *typed])
+    assert dir(oh) == sorted(set(dir(oh)) | set(oh.__all__))
+    with pytest.raises(AttributeError):
+        oh.no_such_name  # noqa: B018
 
 
 def test_imports_flow_one_way() -> None:
