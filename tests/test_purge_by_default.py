@@ -11,6 +11,7 @@ and its note's text must be in no file of the data or keys directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -136,6 +137,13 @@ def test_a_default_oh_serve_forgets_an_expired_notebook_within_two_purge_periods
         found = _every_file_holds(home, MARK)
         assert found == [], found
         assert sorted(p.name for p in home.iterdir()) == ["oh-data", "oh-data-keys"]
+    except BaseException:
+        # What the server logged goes into the failure's report (a 503 here once, in CI).
+        if server.poll() is None:
+            server.kill()
+        with contextlib.suppress(Exception):  # (already read, when a check of it failed)
+            print("oh serve's log:", server.communicate(timeout=30)[1], sep="\n")
+        raise
     finally:
         if server.poll() is None:
             server.kill()
