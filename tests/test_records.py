@@ -15,13 +15,14 @@ import rfc8785
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from oh.core.canonical import MAX_SAFE_INTEGER, canonical_text, sha256_hex
+from oh.core.canonical import MAX_SAFE_INTEGER, canonical_text, parse_json, sha256_hex
 from oh.core.records import (
     CONTENT_KEYS,
     MAX_FIELDS_BYTES,
     MAX_LINKS,
     MAX_TEXT,
     NAME_PATTERN,
+    PLAIN_RECORD,
     Record,
     StoredRecord,
     check_name,
@@ -497,6 +498,69 @@ def test_verified_content_refuses_non_canonical_content_even_with_its_own_digest
     assert loose != record().canonical()
     with pytest.raises(IntegrityError):
         stored(record(), content=loose, digest=sha256_hex(loose)).verified_content()
+
+
+def _plain(**keys: Any) -> str:
+    """A note's text in the one spelling the plain-record pattern accepts, whatever it says."""
+    value = {"contradicts": [], "depends_on": [], "fields": {}, "kind": "lead"}
+    value |= {"name": "lead:reef-survey-2016", "supports": [], "text": "methods missing"} | keys
+    return canonical_text(value)
+
+
+# A text in the plain spelling is read without writing it out again, so validity is what parsing
+# it as a record decides: each of these is canonical JSON, but not a record Oh could have written.
+@pytest.mark.parametrize(
+    "content",
+    [
+        _plain(depends_on=["lead:b", "lead:a"]),  # links out of order
+        _plain(depends_on=["lead:a", "lead:a"]),  # a link twice
+        _plain(supports=["lead:reef-survey-2016"]),  # a link to itself
+        _plain(kind="finding"),  # a kind that is not the name's
+        _plain(name="Lead:reef-survey-2016"),  # not a name
+        _plain(text="x" * (MAX_TEXT + 1)),
+        _plain(contradicts=[f"lead:n{i:03d}" for i in range(MAX_LINKS + 1)]),
+    ],
+    ids=["unsorted", "repeated", "self", "kind", "name", "text", "links"],
+)
+def test_verified_content_refuses_plain_text_that_is_not_a_valid_record(content: str) -> None:
+    assert PLAIN_RECORD.fullmatch(content) is not None
+    damaged = stored(record(), content=content, digest=sha256_hex(content))
+    with pytest.raises(IntegrityError):
+        damaged.verified_content()
+
+
+# The shortcut for plain notes decides as the definition does: content is accepted exactly when it
+# matches its digest, parses as a valid record of its name and is that record's canonical form.
+@PROPERTY
+@given(record_inputs(), st.data())
+def test_the_plain_note_shortcut_decides_as_the_full_check(
+    value: dict[str, Any], data: Any
+) -> None:
+    rec = Record.parse({**value, "fields": {}})
+    text = rec.canonical()
+    cut = data.draw(st.integers(0, len(text)))
+    edit = data.draw(st.sampled_from(["", " ", ",", '"', "]", "[", "lead:a", "\\u0041", "}"]))
+    content = text[:cut] + edit + text[cut + data.draw(st.integers(0, 3)) :]
+    try:
+        parsed = parse_json(content, "x")
+        expected = Record.parse(parsed).canonical() == content and parsed["name"] == rec.name
+    except (InvalidArgument, KeyError, TypeError):
+        expected = False
+    candidate = stored(rec, content=content, digest=sha256_hex(content))
+    try:
+        candidate.verified_content()
+        accepted = True
+    except IntegrityError:
+        accepted = False
+    assert accepted == expected
+
+
+# Regression: the same bytes kept as a BLOB match the digest, but a record is text.
+def test_verified_content_refuses_content_kept_as_bytes() -> None:
+    rec = record()
+    damaged = stored(rec, content=rec.canonical().encode())
+    with pytest.raises(IntegrityError):
+        damaged.verified_content()
 
 
 def test_verified_content_refuses_content_of_another_name() -> None:

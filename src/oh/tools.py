@@ -27,6 +27,7 @@ from oh.errors import (
     Bug,
     InvalidArgument,
     NotFound,
+    OhError,
     TokenExpired,
     public_error,
 )
@@ -103,6 +104,8 @@ class Tools:
         self._schemas: dict[tuple[str, int], Schema] = {}
         # Answers are immutable once computed; this process remembers the ones it kept.
         self._answers: dict[str, Answer] = {}
+        # notebook id -> (owner, pinned revision), for notebooks seen open (``_profiled``).
+        self._pins: dict[str, tuple[str, int | None]] = {}
 
     # -- dispatch -------------------------------------------------------------------------
 
@@ -161,13 +164,11 @@ class Tools:
     # -- remember -------------------------------------------------------------------------
 
     def remember(self, caller: Caller, arguments: Remember) -> dict[str, Any]:
-        notebook = self._open_notebook(caller)
-        changes = self._checked(notebook, arguments.changes)
         result = self.memory.remember(
             caller.notebook_id,
             based_on=arguments.based_on,
             request_id=arguments.request_id,
-            changes=changes,
+            changes=self._profiled(caller, arguments.changes),
             author=caller.author,
             now=self.clock(),
         )
@@ -183,13 +184,12 @@ class Tools:
         answers: list[dict[str, Any] | Exception | None] = []
         for caller, arguments in calls:
             try:
-                notebook = self._open_notebook(caller)
                 prepared.append(
                     Call.prepare(
                         caller.notebook_id,
                         based_on=arguments.based_on,
                         request_id=arguments.request_id,
-                        changes=self._checked(notebook, arguments.changes),
+                        changes=self._profiled(caller, arguments.changes),
                         author=caller.author,
                         now=self.clock(),
                     )
@@ -200,12 +200,39 @@ class Tools:
         results = iter(self.memory.remember_all(prepared))
         return [_answer(next(results)) if answer is None else answer for answer in answers]
 
-    def _checked(self, notebook: Notebook, changes: tuple[Change, ...]) -> tuple[Change, ...]:
-        """Validate and canonicalize ``fields`` of kinds that belong to a profile installed at
-        the notebook's pinned revision (docs/packs.md), before the write is fingerprinted."""
-        if self.profiles is None or notebook.pinned_revision is None:
+    def _profiled(self, caller: Caller, changes: tuple[Change, ...]) -> tuple[Change, ...]:
+        """``changes`` with the ``fields`` of profile kinds checked (``_checked``).
+
+        A write reads no notebook row for this: whether the notebook is open is decided by the
+        write itself, under its lock, and the owner and pinned revision of an open notebook
+        never change, so they are kept from the first call that saw it open. When the check
+        refuses a change, the notebook is read after all: a notebook that is no longer open
+        answers that first, as it does for every call."""
+        if self.profiles is None:
             return changes
-        key = (notebook.owner, notebook.pinned_revision)
+        pin = self._pins.get(caller.notebook_id)
+        if pin is None:
+            notebook = self._open_notebook(caller)
+            pin = (notebook.owner, notebook.pinned_revision)
+            if len(self._pins) >= 4096:
+                self._pins.clear()
+            self._pins[caller.notebook_id] = pin
+            return self._checked(pin, changes)
+        try:
+            return self._checked(pin, changes)
+        except OhError:
+            self._open_notebook(caller)
+            raise
+
+    def _checked(
+        self, pin: tuple[str, int | None], changes: tuple[Change, ...]
+    ) -> tuple[Change, ...]:
+        """Validate and canonicalize ``fields`` of kinds that belong to a profile installed at
+        the notebook's pinned revision (``pin``: its owner and revision; docs/packs.md), before
+        the write is fingerprinted."""
+        if self.profiles is None or pin[1] is None:
+            return changes
+        key = (pin[0], pin[1])
         schema = self._schemas.get(key)
         if schema is None:
             schema = self.profiles.schema(*key)

@@ -20,7 +20,6 @@ import atexit
 import itertools
 import json
 import math
-import re
 import signal
 from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -29,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 from oh.core.answers import answer_id, encode_rows
 from oh.core.canonical import (
-    CANONICAL_STRING,
     canonical_text,
     load_canonical,
     matches_digest,
@@ -37,7 +35,7 @@ from oh.core.canonical import (
 )
 from oh.core.changes import LogChain, LogEntry, fold, replay
 from oh.core.notebook import Notebook
-from oh.core.records import LINK_KEYS, kind_of
+from oh.core.records import LINK_KEYS, PLAIN_RECORD, kind_of
 from oh.core.reviewed import RevisionChain
 from oh.core.seals import seal_matches, vector_seal
 from oh.errors import (
@@ -109,21 +107,9 @@ class VerifyReport:
         }
 
 
-# A record's content with no ``fields``, written the one way RFC 8785 writes it: the seven keys in
-# order, every string in canonical form, link lists of strings. Text that matches is canonical
-# (it holds no numbers, no non-ASCII keys and nests two levels), so verify needs no parse for the
-# common note; anything else takes the full check.
-_CANONICAL_PLAIN_RECORD = re.compile(
-    (
-        r'\{"contradicts":\[(?:S(?:,S)*+)?\],"depends_on":\[(?:S(?:,S)*+)?\],"fields":\{\}'
-        r',"kind":S,"name":S,"supports":\[(?:S(?:,S)*+)?\],"text":S\}'
-    ).replace("S", CANONICAL_STRING)
-)
-
-
 def _is_canonical(text: str) -> bool:
     """Whether ``text`` is exactly the canonical serialization of the JSON it holds."""
-    if _CANONICAL_PLAIN_RECORD.fullmatch(text) is not None:
+    if PLAIN_RECORD.fullmatch(text) is not None:
         return True
     try:
         return canonical_text(load_canonical(text)) == text

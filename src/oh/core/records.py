@@ -8,6 +8,7 @@ form. Server-stamped values (author, time, version) are never part of the conten
 from __future__ import annotations
 
 import copy
+import json
 import re
 import threading
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from oh.core.canonical import (
+    CANONICAL_STRING,
     canonical_text,
     check_json,
     load_canonical,
@@ -31,6 +33,7 @@ __all__ = [
     "MAX_LINKS",
     "MAX_TEXT",
     "NAME_PATTERN",
+    "PLAIN_RECORD",
     "Record",
     "StoredRecord",
     "check_name",
@@ -44,6 +47,16 @@ MAX_LINKS = 64
 # The canonical form of ``fields`` may not exceed this many bytes (a note is a note, not a blob).
 MAX_FIELDS_BYTES = 16384
 LINK_KEYS = ("depends_on", "supports", "contradicts")
+# A record's content with no ``fields``, written the one way RFC 8785 writes it: the seven keys in
+# order, every string in canonical form, link lists of strings. Text that matches is canonical
+# (it holds no numbers, no non-ASCII keys and nests two levels), so the common note needs no
+# re-serialization to show it; anything else takes the full check.
+PLAIN_RECORD = re.compile(
+    (
+        r'\{"contradicts":\[(?:S(?:,S)*+)?\],"depends_on":\[(?:S(?:,S)*+)?\],"fields":\{\}'
+        r',"kind":S,"name":S,"supports":\[(?:S(?:,S)*+)?\],"text":S\}'
+    ).replace("S", CANONICAL_STRING)
+)
 # digest -> (canonical content already checked to be a valid record, its parsed value when it
 # holds no fields, else None). Bounded by the characters it holds, twice each content's length
 # (its text and, at most, the parsed value's): 8 million characters of content. Oldest first out.
@@ -214,12 +227,16 @@ def _verify(name: str, content: str, digest: str) -> tuple[str, dict[str, Any] |
     global _verified_characters
     if not matches_digest(content, digest):
         raise IntegrityError(f"stored record {name} does not match its digest")
+    # A note without fields is shown canonical by a pattern (it then holds no numbers and no
+    # repeated key, so the plain parser reads it exactly) and valid when parsing it as a record
+    # gives back the same value; any other content is parsed and written out again.
+    plain = type(content) is str and PLAIN_RECORD.fullmatch(content) is not None
     try:
-        parsed = parse_json(content, "stored record")
+        parsed = json.loads(content) if plain else parse_json(content, "stored record")
         record = Record.parse(parsed)  # reads ``parsed``, keeps none of it
-    except InvalidArgument as exc:
+    except (InvalidArgument, ValueError) as exc:
         raise IntegrityError(f"stored record {name} is not a valid record") from exc
-    if record.canonical() != content:
+    if record.content() != parsed if plain else record.canonical() != content:
         raise IntegrityError(f"stored record {name} is not in canonical form")
     # Without fields the value holds only text and lists of names, read alike by both readers.
     known = (content, None if record.fields else parsed)
