@@ -38,8 +38,11 @@ from oh.storage.memory import InMemoryStore
 from oh.storage.postgres import MEMORY_MIGRATIONS, PostgresMemoryStore, migrate
 from oh.testing.memory_store import (
     LIFETIME,
+    SINGLE_CHANGE_CASES,
     T0,
     add,
+    change_of,
+    decided_as_reference,
     log_length,
     open_notebook,
     remove,
@@ -283,27 +286,8 @@ def test_refusals_are_the_same_typed_errors_and_write_nothing(
 # -- the single-change statement, pinned to decide ------------------------------------------------
 
 SINGLE_CASES = [
-    pytest.param(
-        op, name, based_on, request_id, head, id=f"{op}-{name}-on{based_on}-{request_id}-{head}"
-    )
-    for op in ("add", "replace", "remove")
-    for name in ("note:a", "note:z")  # an existing record, a missing one
-    for based_on in (1, 0)  # the current version, a stale one
-    for request_id in ("r-2", "r-1")  # a new request id, the first call's
-    for head in ("known", "unknown")  # the store wrote the head, or another store did
+    pytest.param(*case, id="-".join(str(part) for part in case)) for case in SINGLE_CHANGE_CASES
 ]
-
-
-def _change(op: str, name: str) -> dict[str, Any]:
-    return {"add": add, "replace": lambda n: replace(n, "again"), "remove": remove}[op](name)
-
-
-def _outcome(*args: Any) -> Any:
-    """What ``write(*args)`` answers, or the type of the error it raises."""
-    try:
-        return write(*args)
-    except Exception as exc:
-        return type(exc)
 
 
 @pytest.mark.parametrize(("op", "name", "based_on", "request_id", "head"), SINGLE_CASES)
@@ -314,24 +298,9 @@ def test_every_single_change_call_answers_as_the_reference_backend(
     ``decide`` looks at as the in-memory reference does, and leaves the same log and records."""
     store = PostgresMemoryStore(schema.url(), max_size=1)
     other = PostgresMemoryStore(schema.url(), max_size=1)
-    reference = InMemoryStore()
     try:
-        outcomes, states = [], []
-        for backend, first_writer in (
-            (store, other if head == "unknown" else store),
-            (reference, reference),
-        ):
-            notebook = open_notebook(backend)
-            write(first_writer, notebook, 0, "r-1", add("note:a"))
-            outcomes.append(_outcome(backend, notebook, based_on, request_id, _change(op, name)))
-            states.append(
-                (
-                    [(e.version, e.request_id) for e in backend.log(notebook)],
-                    sorted((r.name, r.digest) for r in backend.records(notebook)),
-                )
-            )
-        assert outcomes[0] == outcomes[1]
-        assert states[0] == states[1]
+        call = (based_on, request_id, [change_of(op, name)])
+        decided_as_reference(store, other, InMemoryStore(), call, head=head)
     finally:
         store.close()
         other.close()

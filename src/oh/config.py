@@ -33,10 +33,8 @@ its steps) replaces the key file's key.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
-import sqlite3
 import sys
 import warnings
 from collections.abc import Mapping
@@ -63,10 +61,10 @@ from oh.keys import (
     write_master_key,
 )
 from oh.knowledge_macs import KnowledgeMacs, Remaced, remac
+from oh.storage.backends import backend_of
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.key_stores import KeyStorePlace, key_store_place
-from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, Synchronous
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.libsql import DRIVERS, Driver, Synchronous
 from oh.storage.sealing import LOST_KEYS_FIX, check_keys_fit
 from oh.storage.urls import is_postgres_url, masked_url
 
@@ -180,6 +178,14 @@ class Locations:
 
     def knowledge_path(self) -> Path:
         return _embedded_path(self.knowledge_url, self.data_dir / "knowledge.db", self.create)
+
+    def existing_memory_path(self) -> Path | None:
+        """The embedded memory file if it exists; nothing is created."""
+        try:
+            path = _embedded_path(self.memory_url, self.data_dir / "memory.db", False)
+        except NotFound:
+            return None  # no data directory: no file
+        return path if path.is_file() else None
 
     def prepare(self, *, memory: bool = True, knowledge: bool = True) -> None:
         """Check (or, with ``create``, make) every embedded location a command is about to
@@ -303,31 +309,7 @@ class UnsealedWarning(UserWarning):
 def sealed_memory(locations: Locations) -> str | None:
     """Where the memory database is, if it exists and records that its notebooks are sealed;
     None otherwise. Read only: nothing is created or changed (a missing file stays missing)."""
-    if is_postgres_url(locations.memory_url):
-        from oh.storage.postgres import sealing_recorded
-
-        url = str(locations.memory_url)
-        return masked_url(url) if sealing_recorded(url) else None
-    try:
-        path = _embedded_path(locations.memory_url, locations.data_dir / "memory.db", False)
-    except NotFound:
-        return None  # no data directory: nothing is sealed there
-    if not path.is_file():
-        return None
-    # A database closed cleanly has no WAL file, and a read-only connection would leave an empty
-    # one behind (it cannot delete what opening it made): such a file is read as immutable,
-    # which creates nothing. With a WAL there (a writer is live, or was stopped), read-only.
-    wal = path.with_name(path.name + "-wal")
-    mode = "ro" if wal.exists() else "ro&immutable=1"
-    try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode={mode}", uri=True)
-        try:
-            row = conn.execute("SELECT since FROM sealing").fetchone()
-        finally:
-            conn.close()
-    except sqlite3.Error:
-        return None  # not a database Oh sealed (or not one at all): the store says which
-    return str(path) if row is not None else None
+    return backend_of(locations.memory_url).sealed_memory(locations)
 
 
 def _existing_key_store(locations: Locations) -> KeyStorePlace:
@@ -622,26 +604,14 @@ def rotate_master_key(locations: Locations) -> Rotation:
 def open_memory_store(locations: Locations, synchronous: Synchronous = "FULL") -> MemoryStore:
     """The memory store, sealing with the configured keyring (``open_keyring``), which it owns:
     closing the store closes the keyring."""
-    if is_postgres_url(locations.memory_url):
-        from oh.storage.postgres import open_postgres_memory
-
-        # The key store is the file in the keys directory, or a database of its own
-        # (``Locations.keys_url``), never this cluster's memory database.
-        keyring = open_keyring(locations)
-        try:
-            _check_keys(locations, keyring)
-            return open_postgres_memory(str(locations.memory_url), keyring=keyring)
-        except BaseException:
-            if keyring is not None:
-                keyring.close()
-            raise
-    path = locations.memory_path()  # refused (not_found) before any key store is opened
+    # The location first: a missing embedded file is refused (not_found) before any key store
+    # is opened. The key store is the file in the keys directory, or a database of its own
+    # (``Locations.keys_url``), never a PostgreSQL cluster's memory database.
+    opened = backend_of(locations.memory_url).memory(locations)
     keyring = open_keyring(locations)
     try:
         _check_keys(locations, keyring)
-        return LibsqlMemoryStore(
-            path, keyring=keyring, synchronous=synchronous, driver=locations.driver
-        )
+        return opened(keyring, synchronous)
     except BaseException:
         if keyring is not None:
             keyring.close()
@@ -661,14 +631,9 @@ def _check_keys(locations: Locations, keyring: Keyring | None) -> None:
 def open_knowledge_store(locations: Locations, synchronous: Synchronous = "FULL") -> KnowledgeStore:
     """The knowledge store, writing and checking the MAC of every row under the configured
     master key (``knowledge_macs``) when one is configured."""
-    if is_postgres_url(locations.knowledge_url):
-        from oh.storage.postgres_knowledge import open_postgres_knowledge
-
-        return open_postgres_knowledge(str(locations.knowledge_url), macs=knowledge_macs(locations))
-    path = locations.knowledge_path()  # refused (not_found) before the key store is looked at
-    return LibsqlKnowledgeStore(
-        path, macs=knowledge_macs(locations), synchronous=synchronous, driver=locations.driver
-    )
+    # The location first: a missing embedded file is refused before the key store is looked at.
+    opened = backend_of(locations.knowledge_url).knowledge(locations)
+    return opened(knowledge_macs(locations), synchronous)
 
 
 def knowledge_macs(locations: Locations) -> KnowledgeMacs | None:
@@ -705,30 +670,17 @@ class _KeyStoreMarkers:
 
 def open_host_registry(locations: Locations) -> HostRegistry:
     """The reference host's registry lives in the knowledge database."""
-    if is_postgres_url(locations.knowledge_url):
-        from oh.storage.postgres_host import PostgresHostRegistry
-
-        return PostgresHostRegistry(str(locations.knowledge_url))
-    from oh.storage.libsql_host import LibsqlHostRegistry
-
-    return LibsqlHostRegistry(locations.knowledge_path(), driver=locations.driver)
+    return backend_of(locations.knowledge_url).host_registry(locations)
 
 
 def open_purge_access(locations: Locations) -> PurgeAccess:
     """The purge worker's credential on the memory database."""
     # The purge worker never gets the master key: only the key store credential that destroys
     # the data keys of the notebooks it purges.
-    if is_postgres_url(locations.memory_url):
-        from oh.storage.postgres import open_postgres_purge
-
-        opened: Any = functools.partial(open_postgres_purge, str(locations.memory_url))
-    else:
-        from oh.storage.libsql import LibsqlPurgeAccess
-
-        opened = functools.partial(LibsqlPurgeAccess, locations.memory_path())
+    opened = backend_of(locations.memory_url).purge_access(locations)
     shredder = locations.key_store().shredder()
     try:
-        return cast(PurgeAccess, opened(shredder=shredder))
+        return opened(shredder)
     except BaseException:
         if shredder is not None:
             shredder.close()
@@ -765,13 +717,7 @@ def open_recall(
 
 def open_vector_store(locations: Locations) -> Any:
     """Recall's vector tables in the memory database, on its own connections."""
-    if is_postgres_url(locations.memory_url):
-        from oh.storage.postgres_vectors import PostgresVectorStore
-
-        return PostgresVectorStore(str(locations.memory_url))
-    from oh.storage.libsql_vectors import LibsqlVectorStore
-
-    return LibsqlVectorStore(locations.memory_path(), driver=locations.driver)
+    return backend_of(locations.memory_url).vectors(locations)
 
 
 def memory_keyring(memory: MemoryStore) -> Keyring | None:

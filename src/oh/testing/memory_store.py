@@ -106,6 +106,72 @@ def write(
     )
 
 
+# -- every call ``decide`` tells apart, against the reference backend --------------------------
+
+# One change: op × an existing or a missing name × the current or a stale ``based_on`` × a new
+# request id or the first call's × the head written by this store or by another on its database.
+SINGLE_CHANGE_CASES = [
+    (op, name, based_on, request_id, head)
+    for op in ("add", "replace", "remove")
+    for name in ("note:a", "note:z")
+    for based_on in (1, 0)
+    for request_id in ("r-2", "r-1")
+    for head in ("known", "unknown")
+]
+# Two changes on a notebook holding ``note:a`` and ``note:b``: each op on an existing or a missing
+# name, as both changes, on the head written by this store or by another.
+TWO_CHANGE_CASES = [
+    ((op1, name1), (op2, name2), head)
+    for op1 in ("add", "replace", "remove")
+    for name1 in ("note:a", "note:y")
+    for op2 in ("add", "replace", "remove")
+    for name2 in ("note:b", "note:z")
+    for head in ("known", "unknown")
+]
+
+
+def change_of(op: str, name: str) -> dict[str, Any]:
+    """A change of ``op`` on ``name`` as a caller sends it."""
+    if op == "add":
+        return add(name)
+    return replace(name, "again") if op == "replace" else remove(name)
+
+
+def decided_as_reference(
+    store: MemoryStore,
+    other: MemoryStore,
+    reference: MemoryStore,
+    call: tuple[int, str, list[dict[str, Any]]],
+    *,
+    first: tuple[str, ...] = ("note:a",),
+    head: str = "known",
+) -> None:
+    """Assert that ``store`` answers ``call`` (``based_on``, ``request_id``, ``changes``) as
+    ``reference`` (the in-memory backend) does, and leaves the same log and records, after a
+    first write (``r-1``) adding ``first``: made by ``store`` itself when ``head`` is
+    ``"known"``, else by ``other``, a second store on the same database. Whatever shortcut a
+    backend takes (a head it remembers, one statement, a group), ``decide`` is the one rule."""
+
+    def outcome(backend: MemoryStore, notebook: str) -> Any:
+        try:
+            return write(backend, notebook, call[0], call[1], *call[2])
+        except Exception as exc:
+            return type(exc)
+
+    answers = []
+    for backend, first_writer in (
+        (store, store if head == "known" else other),
+        (reference, reference),
+    ):
+        notebook = open_notebook(backend)
+        write(first_writer, notebook, 0, "r-1", *[add(name) for name in first])
+        answer = outcome(backend, notebook)
+        log = [(e.version, e.request_id, e.changes) for e in backend.log(notebook)]
+        records = sorted((r.name, r.digest, r.version) for r in backend.records(notebook))
+        answers.append((answer, log, records))
+    assert answers[0] == answers[1]
+
+
 # The text a tampering test changes in stored content.
 _TRUE_TO_FAKE = ("content", "true", "fake")
 
