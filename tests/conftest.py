@@ -68,3 +68,22 @@ def pytest_report_header(config: pytest.Config) -> str:
         now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         return f"clock: shifted {days} days ahead ({_shift.VARIABLE}), the process reads {now}"
     return f"clock: real (set {_shift.VARIABLE}=400 to run a year and more ahead)"
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """What harnesses declared they cannot offer (``oh.testing.declared``): each such test is a
+    skip whose reason starts ``declared:``, listed here by harness and thing, never silently."""
+    from oh.testing.declared import DECLARED
+
+    counts: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        if reason.startswith(DECLARED):
+            what = reason.removeprefix(DECLARED).split(":", 1)[0].strip()
+            counts[what] = counts.get(what, 0) + 1
+    if counts:
+        terminalreporter.section("declared by the harnesses: not offered, not tested")
+        for what, count in sorted(counts.items()):
+            terminalreporter.line(f"{count:4d}  {what}")

@@ -28,6 +28,7 @@ from oh.storage.memory import (
     KeptAnswer,
     NotebookRow,
 )
+from oh.testing.declared import FILES, RAW_SQL
 from oh.testing.knowledge import KnowledgeSourceConformance, ReviewConformance, publish_by_review
 from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
 from oh.testing.memory_store import MemoryStoreConformance
@@ -122,6 +123,8 @@ class InMemoryHarness:
     """Every store a harness opens shares its one database, as connections share a file."""
 
     change_table = "log"  # an entry keeps its changes, as in the embedded backend
+    # Rows live in Python objects: no database beneath to refuse raw SQL, no file to scan.
+    cannot = frozenset({RAW_SQL, FILES})
 
     def __init__(self) -> None:
         self.database = InMemoryDatabase()
@@ -287,3 +290,19 @@ def test_a_tool_call_reads_its_notebook_once(tool: str, arguments: dict[str, Any
     result = host.call_tool(token, tool, arguments)
     assert "error" not in result, result
     assert memory.notebook_reads == 1
+
+
+def test_a_harness_lacking_a_channel_must_declare_it() -> None:
+    """An undeclared gap fails the test (a harness bug); a declared one is a reported skip."""
+    from oh.testing.tampering import require_sql
+
+    class Forgetful:
+        pass
+
+    class Declared:
+        cannot = frozenset({RAW_SQL})
+
+    with pytest.raises(pytest.fail.Exception, match="does not declare it"):
+        require_sql(Forgetful(), "execute")
+    with pytest.raises(pytest.skip.Exception, match=r"^declared: Declared cannot offer raw SQL"):
+        require_sql(Declared(), "execute")

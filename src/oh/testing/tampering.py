@@ -6,7 +6,8 @@ one statement (``Edit.sql``) and a backend without one (``oh.storage.memory``) a
 own rows (``harness.tamper``). A few check what the database itself refuses to raw SQL (a
 duplicate key, reopening a tombstone, the purge credential's limits): they need the harness's
 raw SQL channel, and where the harness has none they skip (``require_sql``), since a backend
-whose storage only its own code writes has nothing there to refuse.
+whose storage only its own code writes has nothing there to refuse (its harness declares so,
+``oh.testing.declared``).
 """
 
 from __future__ import annotations
@@ -15,11 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import pytest
-
 from oh.errors import Purged
 from oh.keys import Keyring
 from oh.storage.rows import insert
+from oh.testing.declared import RAW_SQL, not_offered
 
 __all__ = ["TOKEN_COLUMNS", "Edit", "require_sql"]
 
@@ -101,10 +101,12 @@ class Edit:
 
 
 def require_sql(harness: object, channel: str) -> None:
-    """Skip the test unless ``harness`` has the raw SQL method ``channel`` (``execute``,
-    ``purge_execute``, ``execute_knowledge``) the test sends its statements through."""
+    """Go on only if ``harness`` has the raw SQL method ``channel`` (``execute``,
+    ``purge_execute``, ``execute_knowledge``) the test sends its statements through; a harness
+    without it must declare that it has no database beneath (``oh.testing.declared``)."""
     if not callable(getattr(harness, channel, None)):
-        pytest.skip(
-            f"{type(harness).__name__} has no storage to tamper with: no database beneath the"
-            " backend's own code, so nothing there can refuse raw SQL"
+        not_offered(
+            harness,
+            RAW_SQL,
+            "no database beneath the backend's own code, so nothing there can refuse raw SQL",
         )
