@@ -480,7 +480,8 @@ def _append(conn: Any, entry: LogEntry, kinds: Sequence[str]) -> bool:
         if kept and type(conn) is sqlite3.Connection:
             # The standard library prepares the statement once for all the rows. (Reading them
             # out of the log row's arrays, below, makes SQLite before 3.45 parse a whole array
-            # for every value it takes: 64 changes cost four times as much.)
+            # for every value it takes: writing 64 changes took 670-913 µs that way, 400-478
+            # this way.)
             conn.executemany(
                 _INSERT_RECORD,
                 [
