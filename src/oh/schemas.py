@@ -30,7 +30,7 @@ from oh.core.changes import (
     parse_changes,
     parse_request_id,
 )
-from oh.core.identifiers import IDENTIFIER_PATTERN, contains_control, identifier_schema
+from oh.core.identifiers import IDENTIFIER_PATTERN, identifier_schema
 from oh.core.records import LINK_KEYS, MAX_LINKS, MAX_TEXT, NAME_PATTERN
 from oh.core.reviewed import LOCATOR_KEYS, MAX_PASSAGE, MAX_REASON
 from oh.errors import InvalidArgument, TooManyChanges
@@ -605,27 +605,22 @@ def _integer(value: Any) -> int:
 _REMEMBER_KEYS = frozenset(("based_on", "request_id", "changes"))
 
 
-def _whole(arguments: dict[str, Any], changes: Any) -> bool:
+def _whole(arguments: dict[str, Any]) -> bool:
     """Whether a ``remember`` call whose changes the parser accepted is one the published schema
-    accepts whole, decided without running it: exactly its three keys, an integral ``based_on``
-    in range, a ``request_id`` the identifier rule accepts, and changes that are plain objects
-    whose records hold no ``fields`` (those are read by the number rule) and only lists for
-    links. The parser is stricter than the schema on everything else a change holds
+    accepts whole, decided without running it: exactly its three keys, a ``based_on`` and a
+    ``request_id`` their own parsers accept as given (an int, not ``5.0``), and changes that are
+    plain objects whose records hold no ``fields`` (those are read by the number rule) and only
+    lists for links. The parser is stricter than the schema on everything else a change holds
     (tests/test_read_arguments.py compares the two). Anything else is checked against the
     schema, whose message then names the rule broken."""
-    based_on = arguments.get("based_on")
-    request_id = arguments.get("request_id")
-    if (
-        arguments.keys() != _REMEMBER_KEYS
-        or type(based_on) is not int
-        or not 0 <= based_on <= MAX_SAFE_INTEGER
-        or type(request_id) is not str
-        or not 1 <= len(request_id) <= MAX_REQUEST_ID
-        or contains_control(request_id)
-        or (not request_id.isascii() and not _encodes(request_id))
-    ):
+    if arguments.keys() != _REMEMBER_KEYS:
         return False
-    for change in changes:
+    try:
+        parse_based_on(arguments["based_on"])
+        parse_request_id(arguments["request_id"])
+    except InvalidArgument:
+        return False
+    for change in arguments["changes"]:
         if type(change) is not dict:
             return False
         record = change.get("record")
@@ -635,14 +630,6 @@ def _whole(arguments: dict[str, Any], changes: Any) -> bool:
             for key in LINK_KEYS:
                 if key in record and type(record[key]) is not list:
                     return False
-    return True
-
-
-def _encodes(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
     return True
 
 
@@ -658,7 +645,7 @@ def _remember(arguments: Any) -> Remember:
             changes = _fields_read(changes)
         # The parsers first: their messages name the exact rule a change broke.
         parsed = parse_changes(changes)
-        if _whole(arguments, changes):
+        if _whole(arguments):
             return Remember(arguments["based_on"], arguments["request_id"], parsed)
         validate_arguments("remember", arguments)
         based_on = parse_based_on(_integer(arguments["based_on"]))

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from oh.storage.urls import is_postgres_url, masked_url
 
@@ -61,8 +61,6 @@ class Where(Protocol):
 
 
 class Backend(Protocol):
-    name: str
-
     def memory(self, where: Where) -> MemoryOpener: ...
     def knowledge(self, where: Where) -> KnowledgeOpener: ...
     def host_registry(self, where: Where) -> HostRegistry: ...
@@ -77,8 +75,6 @@ class Backend(Protocol):
 
 class Embedded:
     """The SQLite files of one machine (``oh.storage.libsql``), through ``where.driver``."""
-
-    name = "embedded"
 
     def memory(self, where: Where) -> MemoryOpener:
         from oh.storage.libsql import LibsqlMemoryStore
@@ -136,8 +132,6 @@ class Embedded:
 class Postgres:
     """PostgreSQL (``oh.storage.postgres*``): one cluster many servers share."""
 
-    name = "postgresql"
-
     def memory(self, where: Where) -> MemoryOpener:
         from oh.storage.postgres import open_postgres_memory
 
@@ -174,10 +168,10 @@ class Postgres:
         return masked_url(url) if sealing_recorded(url) else None
 
 
-_BACKENDS: dict[str, Any] = {"embedded": Embedded(), "postgresql": Postgres()}
+_EMBEDDED = Embedded()
+_POSTGRES = Postgres()
 
 
 def backend_of(url: str | None) -> Backend:
     """The backend that keeps a database at ``url`` (None: the embedded default)."""
-    backend: Backend = _BACKENDS["postgresql" if is_postgres_url(url) else "embedded"]
-    return backend
+    return _POSTGRES if is_postgres_url(url) else _EMBEDDED

@@ -408,9 +408,9 @@ def _append(conn: Any, entry: LogEntry, kinds: Sequence[str]) -> bool:
     and decides. After the full path has decided, the same statements write its entry.
 
     One change takes one short statement per table; several take one per table however many
-    they are, the values travelling as the JSON arrays the log row keeps, which SQLite's
-    ``json_each`` unpacks (so the statements' texts stay few: ``sqlite3`` keeps them prepared,
-    and ``libsql``, which prepares every statement anew, parses few).
+    they are: the log row keeps them as JSON arrays, and their current records go in through
+    one statement prepared once for all the rows (``executemany`` on ``sqlite3``; on ``libsql``,
+    which prepares every row of an ``executemany`` anew, one statement unpacking the arrays).
 
     ``entry`` is as kept at rest (sealed, ``SqlMemoryStore._sealed``) and ``kinds`` are its
     changes' kinds as the records keep them (``_kinds``).
