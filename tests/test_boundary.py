@@ -18,7 +18,7 @@ import select
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import in_thread
+from oh.tools import TOOLS
 
 MCP_HEADERS = {
     "Accept": "application/json, text/event-stream",
@@ -482,7 +483,9 @@ def test_oh_mcp_over_stdio_reads_each_line_as_http_reads_a_body(tmp_path: Path) 
     assert answers[5]["result"]["structuredContent"]["version"] == 1
 
 
-def test_a_bug_is_answered_as_storage_unavailable_and_counted_as_a_bug(served: Served) -> None:
+def test_a_bug_is_answered_as_storage_unavailable_and_counted_as_a_bug(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """An exception Oh did not expect, in a tool and in an owner route, on every transport: the
     caller gets ``storage_unavailable`` (the public codes have none for a bug), nothing crashes,
     and the metrics count it as ``bug``, never among genuine storage failures."""
@@ -491,7 +494,7 @@ def test_a_bug_is_answered_as_storage_unavailable_and_counted_as_a_bug(served: S
     def broken(*_: Any) -> dict[str, Any]:
         raise TypeError("a bug in the read tool")
 
-    tools.read = broken  # type: ignore[method-assign]
+    monkeypatch.setitem(TOOLS, "read", replace(TOOLS["read"], run=broken))
     arguments = b'{"name":"note:a"}'
     calls = {
         "http": over_http(served, *_agent(served, "http")),

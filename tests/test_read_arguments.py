@@ -138,7 +138,7 @@ def test_a_remember_call_of_more_edits_parses_as_with_the_schema_always_run(
 def _check_remember(edits: Sequence[int]) -> None:
     """The call made by ``edits`` parses as it did with the schema always run (the same value,
     or the same refusal), and a call taken whole is one the published schema accepts."""
-    from oh.schemas import _whole
+    from oh.tools.remember import _whole
 
     arguments: dict[str, Any] = {
         "based_on": 1,
@@ -161,7 +161,8 @@ def _check_remember(edits: Sequence[int]) -> None:
 def _reference_remember(arguments: Any) -> Any:
     """The parse with the schema always run, as it was before the shortcut."""
     from oh.core.changes import parse_based_on, parse_changes, parse_request_id
-    from oh.schemas import Remember, _fields_read, validate_arguments
+    from oh.schemas import Remember, validate_arguments
+    from oh.tools.remember import _fields_read
 
     changes = arguments.get("changes")
     if type(changes) is list:

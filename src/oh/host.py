@@ -43,9 +43,9 @@ from oh.errors import (
 from oh.knowledge import Knowledge
 from oh.notebooks import DEFAULT_LIFETIME, Notebooks
 from oh.profiles import Profiles
-from oh.schemas import Remember
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
-from oh.tools import Caller, RecallService, Tools
+from oh.tools import TOOLS, Caller, RecallService, Tools
+from oh.tools.remember import Remember
 
 if TYPE_CHECKING:  # oh.recall brings numpy; a host without recall never imports it
     from oh.recall.background import CatchUpPass, CatchUpWorker, DeadlineRecall, ShadowRecall
@@ -55,11 +55,6 @@ __all__ = ["Host", "HostSettings", "MemoryCard", "Metrics", "bearer_token"]
 logger = logging.getLogger("oh.host")
 
 DEFAULT_LIST_LIMIT = 50
-# The tools that only read, and briefly: a transport over an embedded database may run them on
-# its event loop (``oh.http.create_app``'s ``reads_inline``), where the hop to a thread and back
-# would cost several times the call. remember waits for the disk, recall for the embedder, and
-# query keeps its answer (a write, which may wait behind another writer's flush).
-INLINE_TOOLS = frozenset({"read", "explain"})
 MAX_LIST_LIMIT = 200
 NOTEBOOK_STATES = ("opening", "open", "expired", "purged", "empty")
 _MAX_CURSOR = 400
@@ -635,14 +630,14 @@ class Host:
     ) -> dict[str, Any]:
         """A tool call's result, counted, with the memory card it makes."""
         elapsed = (self.clock() - started).total_seconds()
-        outcome = result.get("status", "ok") if tool == "remember" else "ok"
-        self.metrics.tool(tool, outcome, elapsed)
-        if tool == "remember" and result.get("status") == "applied":
-            self._card(
-                "remembered", caller.notebook_id, tuple(item["name"] for item in result["written"])
-            )
-        elif tool == "recall" and result.get("rows"):
-            self._card("recalled", caller.notebook_id, tuple(row["name"] for row in result["rows"]))
+        declared = TOOLS.get(tool)
+        if declared is None:  # the bootstrap
+            self.metrics.tool(tool, "ok", elapsed)
+            return result
+        self.metrics.tool(tool, declared.outcome(result), elapsed)
+        card = declared.card(result)
+        if card is not None:
+            self._card(card[0], caller.notebook_id, card[1])
         return result
 
     def bootstrap(self, token: str | None, notebook_id: str | None = None) -> dict[str, Any]:

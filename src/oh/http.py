@@ -46,7 +46,6 @@ from oh.errors import (
 )
 from oh.host import (
     DEFAULT_LIST_LIMIT,
-    INLINE_TOOLS,
     MAX_LIST_LIMIT,
     Host,
     MemoryCard,
@@ -55,14 +54,8 @@ from oh.host import (
 from oh.notebooks import read_purge_status
 from oh.openapi import publish, reference_page
 from oh.panel import PanelCompression, owner_from_request, panel_router
-from oh.schemas import (
-    ARGUMENTS,
-    BODIES,
-    RESULTS,
-    TOOL_CONTRACT_VERSION,
-    validate_body,
-)
-from oh.tools import TOOL_NAMES
+from oh.schemas import BODIES, RESULTS, TOOL_CONTRACT_VERSION, validate_body
+from oh.tools import TOOLS, inline_tools
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 
@@ -257,7 +250,6 @@ class _Asgi:
 
 
 _TOOLS_PREFIX = "/v1/notebooks/"
-_TOOL_NAMES = frozenset(TOOL_NAMES)
 
 
 def _tool_path(path: str) -> tuple[str, str] | None:
@@ -277,7 +269,7 @@ def _tool_route(path: str) -> tuple[str, str] | None:
     """``(notebook_id, tool)`` when ``path`` is exactly a tool route, as the router matches it;
     else None."""
     route = _tool_path(path)
-    return route if route is not None and route[1] in _TOOL_NAMES else None
+    return route if route is not None and route[1] in TOOLS else None
 
 
 class _HostApp(FastAPI):
@@ -428,7 +420,8 @@ def create_app(
     ``purge`` is ``(every, status file)`` of the purge worker that runs beside this server
     (``oh.cli.purge_worker``): ``/healthz`` shows its last pass.
 
-    ``reads_inline`` runs ``read`` and ``explain`` calls on the event loop instead of
+    ``reads_inline`` runs the tools declared ``inline`` (``read``, ``explain``) on the event loop
+    instead of
     a worker thread: on an embedded database they take tens of microseconds, and the hop to a
     thread and back costs about ten times that. Off for a database across the network, whose
     round trips must not hold up the loop; ``remember`` and ``recall`` always run in a thread.
@@ -436,7 +429,7 @@ def create_app(
     (``_Batches``): for the embedded database, whose store writes them in one flush; a
     database across the network gains more from calls in parallel on their own connections.
     """
-    inline = INLINE_TOOLS if reads_inline else frozenset()
+    inline = inline_tools() if reads_inline else frozenset()
     writes = _Batches(host.remember_all) if batch_writes else None
 
     @contextlib.asynccontextmanager
@@ -721,7 +714,7 @@ def create_app(
 
     app.tool_call = tool_call
 
-    for tool in TOOL_NAMES:
+    for tool in TOOLS:
 
         def make(tool: str) -> Callable[[str, Request], Awaitable[Response]]:
             async def call(notebook_id: str, request: Request) -> Response:
@@ -735,9 +728,9 @@ def create_app(
         app.post(
             f"/v1/notebooks/{{notebook_id}}/tools/{tool}",
             tags=["tools"],
-            openapi_extra=_body_doc(ARGUMENTS[tool]),
+            openapi_extra=_body_doc(TOOLS[tool].arguments),
             responses={
-                200: _json(RESULTS[tool]),
+                200: _json(TOOLS[tool].result),
                 **_errors(401, 403, 404, 409, 410, 500, body=True),
             },
         )(make(tool))
@@ -853,7 +846,7 @@ def create_app(
         if exc.status_code == 404:
             mistyped = _tool_path(request.url.path)
             if mistyped is not None:
-                listed = ", ".join(TOOL_NAMES)
+                listed = ", ".join(TOOLS)
                 message = f"no tool {mistyped[1]!r}; the tools are {listed}"
                 return _error_response(NotFound(message))
             return _error_response(NotFound("no such route (the routes are listed at /docs)"))

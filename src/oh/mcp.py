@@ -48,9 +48,9 @@ from oh._version import __version__
 from oh.access import AGENT_TOKEN_ENV
 from oh.core.canonical import MAX_INPUT_DEPTH, nested_deeper_than, parse_input
 from oh.errors import InvalidArgument, NotFound
-from oh.host import INLINE_TOOLS, Host, bearer_token
-from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
-from oh.tools import TOOL_NAMES
+from oh.host import Host, bearer_token
+from oh.schemas import TOOL_CONTRACT_VERSION
+from oh.tools import TOOLS, Tool, inline_tools
 
 __all__ = [
     "AGENT_TOKEN_ENV",
@@ -68,55 +68,23 @@ __all__ = [
 
 BOOTSTRAP_URI = "oh://bootstrap"
 
-DESCRIPTIONS: dict[str, str] = {
-    "remember": (
-        "Write working notes, all or nothing: 1 to 64 changes (add, replace, remove), each name "
-        "at most once. based_on is the memory version you last read; if memory has moved on the "
-        'write is refused ({"status": "refused", "reason": "stale", "current_version"}): read '
-        "again, then retry. request_id makes retries safe: an identical retry returns the "
-        "original result and writes nothing; the same request_id with another payload is "
-        "request_id_reused. The host stamps author and time."
-    ),
-    "query": (
-        "Ask one question from a fixed menu: current_notes, related (name), supports (name), "
-        "depends_on (name), dependents (name), conflicts, changes_since (since), of_kind (kind). "
-        "Rows carry row, origin (note or reviewed), kind, name, digest and conflicts_with, never "
-        "text: read a record to see it. The answer carries the memory version, the pinned "
-        "revision, next_cursor for more rows, and a token for explain (valid 10 minutes)."
-    ),
-    "read": (
-        "Read one record: name, kind, text, fields, depends_on, supports, contradicts exactly as "
-        "digested, with origin, digest, author, written_at and version (notes) or revision, "
-        "source, decision (reviewed knowledge, which you cannot change). Without origin a note "
-        "wins over a reviewed record of the same name (also_reviewed: true). Pass the digest you "
-        "know to learn whether the record changed."
-    ),
-    "explain": (
-        "Why a query row came back: the question, the reason in words, the link path, and the "
-        "version and revision it was computed at. Takes the token of the query answer and the "
-        "row number; the token is bound to this notebook and expires after 10 minutes."
-    ),
-    "recall": (
-        "Fuzzy similarity over notes: names, digests, origins and scores only, never text, so "
-        "read a record before relying on it. In shadow mode (the host default) results are "
-        "measured, not shown: rows is empty and shadow is true."
-    ),
-}
+# What each tool tells the agent, as its declaration says (``oh.tools``).
+DESCRIPTIONS: dict[str, str] = {name: tool.description for name, tool in TOOLS.items()}
 
-_ANNOTATIONS: dict[str, types.ToolAnnotations] = {
-    # remember can remove records; a retry with the same request_id changes nothing more.
-    "remember": types.ToolAnnotations(
-        title="Remember",
+
+def _annotations(tool: Tool[Any]) -> types.ToolAnnotations:
+    """MCP's hints, from the tool's flags: a tool that only reads says so; one that writes says
+    whether it may remove data and whether a retry changes nothing more."""
+    if tool.read_only:
+        return types.ToolAnnotations(title=tool.title, read_only_hint=True, open_world_hint=False)
+    return types.ToolAnnotations(
+        title=tool.title,
         read_only_hint=False,
-        destructive_hint=True,
-        idempotent_hint=True,
+        destructive_hint=tool.destructive,
+        idempotent_hint=tool.idempotent,
         open_world_hint=False,
-    ),
-    **{
-        tool: types.ToolAnnotations(title=tool.title(), read_only_hint=True, open_world_hint=False)
-        for tool in ("query", "read", "explain", "recall")
-    },
-}
+    )
+
 
 INSTRUCTIONS = (
     "Oh is your working memory for this run: private notes that expire with the run, kept "
@@ -237,13 +205,13 @@ class _ScreenedLines:
 def tool_names(host: Host) -> tuple[str, ...]:
     """The tools an agent of ``host`` gets: recall only when the host has it enabled."""
     enabled = host.recall_enabled
-    return tuple(tool for tool in TOOL_NAMES if tool != "recall" or enabled)
+    return tuple(name for name, tool in TOOLS.items() if enabled or not tool.needs_recall)
 
 
 def _output_schema(tool: str) -> dict[str, Any]:
     # MCP before 2026-07-28 wants an object schema at the root; remember's is a oneOf of two
     # objects, so saying "object" there as well changes nothing it accepts.
-    schema = copy.deepcopy(RESULTS[tool])
+    schema = copy.deepcopy(TOOLS[tool].result)
     schema.setdefault("type", "object")
     return schema
 
@@ -274,7 +242,7 @@ class _Adapter:
         self.inline = inline
         self.tools = tool_names(host)
         # The SDK asks for a tool's input schema on every call: copied once, not each time.
-        self._input_schemas = {tool: copy.deepcopy(ARGUMENTS[tool]) for tool in self.tools}
+        self._input_schemas = {tool: copy.deepcopy(TOOLS[tool].arguments) for tool in self.tools}
 
     def token(self, ctx: ServerRequestContext[Any, Any]) -> str | None:
         if isinstance(ctx.request, Request):
@@ -307,11 +275,11 @@ class _Adapter:
             tools=[
                 types.Tool(
                     name=tool,
-                    title=tool.title(),
-                    description=DESCRIPTIONS[tool],
-                    input_schema=copy.deepcopy(ARGUMENTS[tool]),
+                    title=TOOLS[tool].title,
+                    description=TOOLS[tool].description,
+                    input_schema=copy.deepcopy(TOOLS[tool].arguments),
                     output_schema=_output_schema(tool),
-                    annotations=_ANNOTATIONS[tool],
+                    annotations=_annotations(TOOLS[tool]),
                     _meta={"oh/tool_contract_version": TOOL_CONTRACT_VERSION},
                 )
                 for tool in self.tools
@@ -419,10 +387,11 @@ def build_server(
 ) -> Server[Any]:
     """The MCP server of ``host``. With ``agent_token`` (stdio, in-process clients) every call
     uses that credential, and with ``notebook_id`` it must belong to that notebook; over HTTP
-    the request's bearer token is used instead. ``reads_inline`` runs ``read``, ``query`` and
-    ``explain`` on the event loop rather than in a thread (``oh.http.create_app`` says when)."""
+    the request's bearer token is used instead. ``reads_inline`` runs the tools declared
+    ``inline`` (``read``, ``explain``) on the event loop rather than in a thread
+    (``oh.http.create_app`` says when)."""
     adapter = _Adapter(
-        host, agent_token, notebook_id, INLINE_TOOLS if reads_inline else frozenset()
+        host, agent_token, notebook_id, inline_tools() if reads_inline else frozenset()
     )
     server: Server[Any] = Server(
         "oh",

@@ -19,7 +19,8 @@ from typing import Any
 from oh._version import __version__
 from oh.core.identifiers import CONTROL_CHARACTERS, identifier_schema
 from oh.host import DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT, NOTEBOOK_STATES
-from oh.schemas import DEFS, JSON_VALUE_REF, NAME, integer
+from oh.tools import TOOLS, Example, Tool, reef
+from oh.tools.json_schema import DEFS, JSON_VALUE_REF, NAME, integer
 
 __all__ = ["publish", "reference_page"]
 
@@ -143,10 +144,6 @@ _ROUTE_DOCS: dict[tuple[str, str], tuple[str, str]] = {
         "What the agent sees when its tools load: the first rows of current_notes (at most 24"
         " or 4,000 characters), the total, the version and the pinned revision (docs/tools.md).",
     ),
-    **{
-        ("post", f"/v1/notebooks/{{notebook_id}}/tools/{tool}"): (f"The {tool} tool", _TOOL_ROUTE)
-        for tool in ("remember", "query", "read", "explain", "recall")
-    },
     ("get", "/v1/knowledge"): (
         "Reviewed knowledge",
         "The caller's reviewed records at a revision (the latest when left out), and the latest"
@@ -177,13 +174,10 @@ _ROUTE_DOCS: dict[tuple[str, str], tuple[str, str]] = {
 
 # One run of the reef example as the host answered it: the examples of the OpenAPI document
 # (request bodies, answers, parameters), each valid against its schema (tests/test_openapi.py).
-_NB = "nb_d854b0ba096f287a642a2529f39be464"
+_NB = reef.NOTEBOOK
 _PROPOSAL = "pr_10f2dfdde8abece1812dd32daa72bef7"
-_SURVEY_DIGEST = "a648140fd47a9b7b9e425e35461e254f7d6fa779c91ed738118936a6e8d2015e"
-_FIGURE_DIGEST = "18fa9b2d3f58fd41a16a200cc33fc0159e471a0d26ec46f4f2d1fe46c05c2b53"
 _AGENT_TOKEN = f"oha_{_NB}.47e166f0531ff3a9aa7170e14d4be08aa2c2f0ea4ab208c13e6d555748134b21"
 _OPENED_AT = "2026-03-02T09:15:04.118204Z"
-_WRITTEN_AT = "2026-03-02T09:15:31.402877Z"
 _EXAMPLE_NOTEBOOK: dict[str, Any] = {
     "id": _NB,
     "state": "open",
@@ -192,42 +186,13 @@ _EXAMPLE_NOTEBOOK: dict[str, Any] = {
     "version": 1,
     "pinned_revision": 0,
 }
-_SURVEY = {
-    "name": "lead:reef-survey-2016",
-    "text": "The 2016 survey's methods section is missing; do not rely on its numbers.",
-}
-_FIGURE = {
-    "name": "todo:check-figure-3",
-    "text": "Check figure 3 against the second paper's recovery curve.",
-    "depends_on": ["lead:reef-survey-2016"],
-}
 _CITED = {
     "document": "hughes-2018.pdf",
     "passage": "Recovery took at least 10 years.",
     "locator": "p. 4",
 }
-
-
-def _note(record: dict[str, Any], digest: str) -> dict[str, Any]:
-    """A note as ``read`` and the records route answer it."""
-    return {
-        "origin": "note",
-        "contradicts": [],
-        "depends_on": record.get("depends_on", []),
-        "fields": {},
-        "kind": record["name"].partition(":")[0],
-        "name": record["name"],
-        "supports": [],
-        "text": record["text"],
-        "digest": digest,
-        "author": "agent:run-1",
-        "written_at": _WRITTEN_AT,
-        "version": 1,
-    }
-
-
 _REVIEWED_SURVEY = {
-    **_note(_SURVEY, _SURVEY_DIGEST),
+    **reef.note(reef.SURVEY, reef.SURVEY_DIGEST),
     "origin": "reviewed",
     "author": "ann",
     "written_at": "2026-03-02T10:02:11.530019Z",
@@ -241,17 +206,7 @@ _REVIEWED_SURVEY = {
     },
 }
 del _REVIEWED_SURVEY["version"]
-_ROWS: list[dict[str, Any]] = [
-    {"origin": "note", "kind": "lead", "name": _SURVEY["name"], "digest": _SURVEY_DIGEST},
-    {"origin": "note", "kind": "todo", "name": _FIGURE["name"], "digest": _FIGURE_DIGEST},
-]
-_BOOTSTRAP = {"rows": _ROWS, "total": 2, "truncated": False, "version": 1, "revision": 0}
-# The explain token of the query example: what a query answer signs, not a credential.
-_SIGNED_ANSWER = (
-    "eyJhIjoiYW5fZGVmYTA0YTY5YWJkYWMwMWU5MWU4Mzk1YmY5ZTBhN2UiLCJjIjoiYWdlbnQ6bmJfZDg1NGIwYmEwOTZm"
-    "Mjg3YTY0MmEyNTI5ZjM5YmU0NjQiLCJlIjoxNzk2MTk3NDcyLCJrIjoiZXhwbGFpbiIsIm4iOiJuYl9kODU0YjBiYTA5"
-    "NmYyODdhNjQyYTI1MjlmMzliZTQ2NCJ9.TnCwzFEYuMoG_pQhpm9u649VcaFW6NN2unZrwl7fl-o"
-)
+_BOOTSTRAP = {"rows": reef.ROWS, "total": 2, "truncated": False, "version": 1, "revision": 0}
 
 
 class _Named(dict[str, tuple[str, Any]]):
@@ -307,108 +262,14 @@ _EXAMPLES: dict[tuple[str, str], dict[str | int, Any]] = {
     },
     ("get", "/v1/notebooks/{notebook_id}/records"): {
         200: {
-            "notes": [_note(_SURVEY, _SURVEY_DIGEST), _note(_FIGURE, _FIGURE_DIGEST)],
+            "notes": [
+                reef.note(reef.SURVEY, reef.SURVEY_DIGEST),
+                reef.note(reef.FIGURE, reef.FIGURE_DIGEST),
+            ],
             "reviewed": [],
         },
     },
     ("get", "/v1/notebooks/{notebook_id}/bootstrap"): {200: _BOOTSTRAP},
-    ("post", "/v1/notebooks/{notebook_id}/tools/remember"): {
-        "request": _Named(
-            add=(
-                "two new notes, the second depending on the first",
-                {
-                    "based_on": 0,
-                    "request_id": "r-1",
-                    "changes": [{"op": "add", "record": _SURVEY}, {"op": "add", "record": _FIGURE}],
-                },
-            ),
-            remove=(
-                "remove a note",
-                {
-                    "based_on": 1,
-                    "request_id": "r-2",
-                    "changes": [{"op": "remove", "name": "todo:check-figure-3"}],
-                },
-            ),
-        ),
-        200: _Named(
-            applied=(
-                "applied: the new version and each record's digest",
-                {
-                    "status": "applied",
-                    "version": 1,
-                    "written": [
-                        {"name": _SURVEY["name"], "digest": _SURVEY_DIGEST},
-                        {"name": _FIGURE["name"], "digest": _FIGURE_DIGEST},
-                    ],
-                },
-            ),
-            stale=(
-                "refused: based_on is not the current version; read again",
-                {"status": "refused", "reason": "stale", "current_version": 1},
-            ),
-        ),
-    },
-    ("post", "/v1/notebooks/{notebook_id}/tools/query"): {
-        "request": _Named(
-            current=("every current note and reviewed record", {"question": "current_notes"}),
-            depends=(
-                "what a record depends on",
-                {"question": "depends_on", "name": "todo:check-figure-3", "limit": 20},
-            ),
-        ),
-        200: {
-            "answer_id": "an_defa04a69abdac01e91e8395bf9e0a7e",
-            "question": "current_notes",
-            "version": 1,
-            "revision": 0,
-            "token": _SIGNED_ANSWER,
-            "token_expires_at": "2026-03-02T09:26:02.027382Z",
-            "rows": [{"row": n, **row} for n, row in enumerate(_ROWS)],
-            "next_cursor": None,
-        },
-    },
-    ("post", "/v1/notebooks/{notebook_id}/tools/read"): {
-        "request": {"name": "todo:check-figure-3"},
-        200: _note(_FIGURE, _FIGURE_DIGEST),
-    },
-    ("post", "/v1/notebooks/{notebook_id}/tools/explain"): {
-        "request": {"token": _SIGNED_ANSWER, "row": 1},
-        200: {
-            "row": 1,
-            "name": "todo:check-figure-3",
-            "origin": "note",
-            "question": "current_notes",
-            "reason": "current_notes: todo:check-figure-3 is a current note at version 1",
-            "path": ["todo:check-figure-3"],
-            "version": 1,
-            "revision": 0,
-        },
-    },
-    ("post", "/v1/notebooks/{notebook_id}/tools/recall"): {
-        "request": {"text": "coral survey methods", "limit": 5},
-        200: _Named(
-            on=(
-                "recall on: the nearest notes and reviewed records",
-                {
-                    "rows": [
-                        {
-                            "name": _SURVEY["name"],
-                            "digest": _SURVEY_DIGEST,
-                            "origin": "note",
-                            "score": 0.4127,
-                        }
-                    ],
-                    "shadow": False,
-                    "pending": 0,
-                },
-            ),
-            shadow=(
-                "shadow mode: no rows; the search runs afterwards, for measurement",
-                {"rows": [], "shadow": True, "pending": 0},
-            ),
-        ),
-    },
     ("get", "/v1/knowledge"): {200: {"revision": 1, "latest": 1, "records": [_REVIEWED_SURVEY]}},
     ("post", "/v1/knowledge/proposals"): {
         "request": _Named(
@@ -443,7 +304,7 @@ _EXAMPLES: dict[tuple[str, str], dict[str | int, Any]] = {
             "state": "accepted",
             "revision": 1,
             "name": "lead:reef-survey-2016",
-            "digest": _SURVEY_DIGEST,
+            "digest": reef.SURVEY_DIGEST,
         },
     },
     ("get", "/healthz"): {
@@ -564,7 +425,13 @@ def publish(document: dict[str, Any]) -> dict[str, Any]:
                 if name in _PARAMETER_EXAMPLES:
                     parameter["example"] = _PARAMETER_EXAMPLES[name]
             key = (method, path)
-            if key in _ROUTE_DOCS:
+            tool = _tool_of(method, path)
+            if tool is not None:
+                operation["summary"], operation["description"] = (
+                    f"The {tool.name} tool",
+                    _TOOL_ROUTE,
+                )
+            elif key in _ROUTE_DOCS:
                 operation["summary"], operation["description"] = _ROUTE_DOCS[key]
             who = {_SECURITY_BY_TAG.get(tag) for tag in operation.get("tags", [])} - {None}
             operation["security"] = [{name: []} for name in sorted(who)]  # type: ignore[type-var]
@@ -572,8 +439,31 @@ def publish(document: dict[str, Any]) -> dict[str, Any]:
                 media_type, text = _TEXT_ANSWERS[key]
                 answer = operation["responses"]["200"]
                 answer["content"] = {media_type: {"schema": {"type": "string"}, "example": text}}
-            _add_examples(operation, _EXAMPLES.get(key, {}))
+            _add_examples(
+                operation, _EXAMPLES.get(key, {}) if tool is None else _tool_examples(tool)
+            )
     return document
+
+
+_TOOL_PATH = "/v1/notebooks/{notebook_id}/tools/"
+
+
+def _tool_of(method: str, path: str) -> Tool[Any] | None:
+    """The tool whose route this is, if it is one."""
+    if method != "post" or not path.startswith(_TOOL_PATH):
+        return None
+    return TOOLS.get(path[len(_TOOL_PATH) :])
+
+
+def _tool_examples(tool: Tool[Any]) -> dict[str | int, Any]:
+    """A tool's declared examples: one unnamed example as it is, several by name."""
+
+    def given(examples: tuple[Example, ...]) -> Any:
+        if len(examples) == 1 and not examples[0].key:
+            return examples[0].value
+        return _Named({e.key: (e.summary, e.value) for e in examples})
+
+    return {"request": given(tool.requests), 200: given(tool.results)}
 
 
 def _add_examples(operation: dict[str, Any], examples: dict[str | int, Any]) -> None:
