@@ -79,11 +79,11 @@ from oh.core.records import Record
 from oh.core.reviewed import Decision, accepted_version
 from oh.errors import OhError
 from oh.keys import MasterKey, MasterKeys
+from oh.keys.macs import KnowledgeMacs, RowKind
 from oh.knowledge import Knowledge
-from oh.knowledge_macs import KINDS, PROPOSAL, REVIEWED, KnowledgeMacs, RowKind
 from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.memory import InMemoryStore
-from oh.storage.rows import proposal_from_row
+from oh.storage.rows import KINDS, PROPOSAL, REVIEWED, proposal_from_row
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, open_notebook

@@ -78,3 +78,57 @@ def test_a_missing_embedded_file_is_refused_before_anything_is_made(tmp_path: Pa
     assert not (tmp_path / "nowhere").exists()
     assert not (tmp_path / "nowhere-keys").exists()
     assert backend_of(None).sealed_memory(locations) is None
+
+
+def test_only_the_backends_module_tells_a_backend_by_its_url() -> None:
+    """Every other module asks ``backend_of`` (``local``, ``place``, ``shown``, ``check``,
+    ``cluster``); only the key store's own location, which is never embedded in a memory
+    database, reads a URL's scheme beside it."""
+    allowed = {"storage/backends.py", "storage/urls.py", "storage/key_stores.py"}
+    source = Path(oh.config.__file__).parent
+    offenders = []
+    for path in source.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "is_postgres_url"
+                and path.relative_to(source).as_posix() not in allowed
+            ):
+                offenders.append(f"{path.relative_to(source)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_each_backend_says_where_it_is_for_another_process_and_for_a_log(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    embedded = Locations(Path("data"), memory_url="here/memory.db")
+    backend = backend_of(embedded.memory_url)
+    assert backend.local is True
+    absolute = str((tmp_path / "here" / "memory.db").resolve())
+    assert backend.place(embedded.memory_url, embedded.memory_path) == absolute
+    assert backend.shown(embedded.memory_url, embedded.memory_path) == absolute
+    assert backend.cluster(embedded.memory_url) is None
+
+    url = "postgresql://oh:secret@127.0.0.1:1/oh"
+    server = Locations(tmp_path / "data", memory_url=url, create=False)
+    backend = backend_of(url)
+    assert backend.local is False
+    assert backend.place(url, server.memory_path) == url  # another process needs the password
+    assert backend.shown(url, server.memory_path) == "postgresql://oh:***@127.0.0.1:1/oh"
+    backend.check(server.memory_path)  # nothing on this machine to check, nothing connects
+    server.prepare(knowledge=False)  # likewise: no data directory is made or needed for it
+    assert not (tmp_path / "data").exists()
+    with pytest.raises(NotFound):
+        server.prepare()  # the knowledge database is still the embedded default here
+
+
+def test_preparing_an_embedded_location_checks_its_directory(tmp_path: Path) -> None:
+    missing = Locations(tmp_path / "nowhere", create=False)
+    with pytest.raises(NotFound):
+        missing.prepare()
+    made = Locations(tmp_path / "made")
+    made.prepare()
+    assert (tmp_path / "made").is_dir()

@@ -20,12 +20,13 @@ from oh.core.records import Record
 from oh.core.reviewed import Decision, accepted_version
 from oh.errors import IntegrityError, OhError
 from oh.keys import MasterKey, MasterKeys
+from oh.keys.macs import MARKER, KnowledgeMacs, remac
 from oh.knowledge import Knowledge
-from oh.knowledge_macs import KINDS, MARKER, KnowledgeMacs, remac
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.rows import KINDS
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 from oh.testing.knowledge import (
     SOURCE,

@@ -27,7 +27,6 @@ LAYERS = {
     "errors": 0,
     "core": 1,
     "keys": 1,  # master keys, data keys, seals: below the storage that seals with them
-    "knowledge_macs": 2,  # MACs over reviewed rows: beside the knowledge stores that write them
     "storage": 2,
     "verify": 3,
     "notebooks": 3,

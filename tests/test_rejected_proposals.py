@@ -18,9 +18,8 @@ import pytest
 
 from oh.config import Locations, close_host, open_host
 from oh.core.reviewed import DISCARDED
-from oh.knowledge_macs import PROPOSAL
 from oh.storage.migrations import libsql_knowledge as knowledge_migrations
-from oh.storage.rows import PROPOSAL_COLUMNS
+from oh.storage.rows import PROPOSAL, PROPOSAL_COLUMNS
 from oh.testing.lifecycle import FakeClock
 from oh.verify import verify_knowledge
 

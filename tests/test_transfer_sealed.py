@@ -32,7 +32,7 @@ from oh.config import (
 from oh.core.canonical import canonical_bytes
 from oh.errors import IntegrityError, InvalidArgument
 from oh.keys import KEY_FILE, MASTER_KEY_ENV, Keyring, MasterKey, MasterKeys, write_master_key
-from oh.knowledge_macs import KnowledgeMacs
+from oh.keys.macs import KnowledgeMacs
 from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore

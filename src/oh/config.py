@@ -60,12 +60,12 @@ from oh.keys import (
     read_master_key,
     write_master_key,
 )
-from oh.knowledge_macs import KnowledgeMacs, Remaced, remac
+from oh.keys.macs import AuthenticatedKnowledge, KnowledgeMacs, Remaced, remac
+from oh.keys.sealing import LOST_KEYS_FIX, check_keys_fit
 from oh.storage.backends import backend_of
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
 from oh.storage.key_stores import KeyStorePlace, key_store_place
 from oh.storage.libsql import DRIVERS, Driver, Synchronous
-from oh.storage.sealing import LOST_KEYS_FIX, check_keys_fit
 from oh.storage.urls import is_postgres_url, masked_url
 
 __all__ = [
@@ -88,7 +88,6 @@ __all__ = [
     "key_status",
     "knowledge_macs",
     "masked_url",
-    "memory_keyring",
     "open_agent_host",
     "open_host",
     "open_host_registry",
@@ -191,10 +190,10 @@ class Locations:
         """Check (or, with ``create``, make) every embedded location a command is about to
         open, before it opens any: a command that needs both databases and is refused the
         second must not have created the first."""
-        if memory and not is_postgres_url(self.memory_url):
-            self.memory_path()
-        if knowledge and not is_postgres_url(self.knowledge_url):
-            self.knowledge_path()
+        if memory:
+            backend_of(self.memory_url).check(self.memory_path)
+        if knowledge:
+            backend_of(self.knowledge_url).check(self.knowledge_path)
 
 
 _STARTS_DATA = "only oh serve and oh token create start one"
@@ -479,7 +478,7 @@ def _key_place_warnings(locations: Locations) -> tuple[str, ...]:
     keys = cluster_id(locations.keys_url)
     found = []
     for what, url in (("memory", locations.memory_url), ("knowledge", locations.knowledge_url)):
-        if is_postgres_url(url) and cluster_id(str(url)) == keys:
+        if backend_of(url).cluster(url) == keys:
             found.append(
                 f"the key database is in the same PostgreSQL cluster as the {what} database:"
                 " its backups and WAL archive keep the keys that forgetting destroys, beside"
@@ -560,8 +559,8 @@ def remac_knowledge(locations: Locations, new: MasterKey) -> int:
     return how many rows. Like the rewrap it runs again after a crash anywhere."""
     store = open_knowledge_store(locations)
     try:
-        macs = getattr(store, "macs", None)
-        if not isinstance(macs, KnowledgeMacs):
+        macs = store.macs if isinstance(store, AuthenticatedKnowledge) else None
+        if macs is None:
             raise NotFound(f"no master key is configured in {locations.keys_path()}")
         masters = macs.masters
         others = tuple(key for key in (masters.current, *masters.others) if key != new)
@@ -718,12 +717,6 @@ def open_recall(
 def open_vector_store(locations: Locations) -> Any:
     """Recall's vector tables in the memory database, on its own connections."""
     return backend_of(locations.memory_url).vectors(locations)
-
-
-def memory_keyring(memory: MemoryStore) -> Keyring | None:
-    """The keyring a SQL memory store seals with, if any (other backends seal nothing)."""
-    keyring = getattr(memory, "keyring", None)
-    return keyring if isinstance(keyring, Keyring) else None
 
 
 def close_recall(recall: Any) -> None:

@@ -46,10 +46,9 @@ from oh.errors import (
     StorageUnavailable,
     error_for_code,
 )
-from oh.knowledge_macs import KnowledgeMacs, refusal
+from oh.keys.macs import AuthenticatedKnowledge, KnowledgeMacs, refusal
 from oh.query import QUESTIONS, ask
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
-from oh.storage.sql_knowledge import SqlKnowledgeStore
 from oh.view import Entry, Views, assemble
 
 if TYPE_CHECKING:
@@ -794,13 +793,13 @@ def verify_reviewed_vectors(
 
 def _unchecked(knowledge: Any) -> Any:
     """``knowledge`` serving its rows without checking their MACs, so that verify reports a
-    refused row instead of stopping at it (``SqlKnowledgeStore.unchecked``)."""
-    return knowledge.unchecked() if isinstance(knowledge, SqlKnowledgeStore) else knowledge
+    refused row instead of stopping at it (``AuthenticatedKnowledge.unchecked``)."""
+    return knowledge.unchecked() if isinstance(knowledge, AuthenticatedKnowledge) else knowledge
 
 
 def _check_macs(store: KnowledgeStore, macs: KnowledgeMacs, report: VerifyReport) -> None:
     """One ``mac`` problem for each knowledge row whose MAC is missing or wrong."""
-    if not isinstance(store, SqlKnowledgeStore):
+    if not isinstance(store, AuthenticatedKnowledge):
         raise InvalidArgument(f"a {type(store).__name__} keeps no MACs to verify")
     for kind, values, mac in store.mac_rows():
         why = macs.problem(kind, values, mac)
@@ -819,7 +818,7 @@ def verify_knowledge(
     ``mac`` problem. The other checks read the rows as stored, so a refused row is reported,
     never a reason to stop."""
     report = report if report is not None else VerifyReport()
-    if macs is None and isinstance(store, SqlKnowledgeStore):
+    if macs is None and isinstance(store, AuthenticatedKnowledge):
         macs = store.macs
     if macs is not None:
         _check_macs(store, macs, report)

@@ -40,13 +40,13 @@ from oh.config import (
     Locations,
     RecallConfig,
     close_host,
-    is_postgres_url,
     masked_url,
     open_agent_host,
     open_host,
     start_master_key,
 )
 from oh.errors import Forbidden, OhError, Unauthenticated
+from oh.storage.backends import backend_of
 
 __all__ = [
     "cmd_mcp",
@@ -160,7 +160,7 @@ def _child_environment(locations: Locations) -> dict[str, str]:
         ("OH_KNOWLEDGE_URL", locations.knowledge_url, locations.knowledge_path),
     ):
         if url is not None:
-            env[name] = url if is_postgres_url(url) else str(path().resolve())
+            env[name] = backend_of(url).place(url, path)
     return env
 
 
@@ -277,7 +277,7 @@ class _Worker:
             if not background and host.recall_catch_up is not None:
                 host.recall_catch_up.stop()
             # Reads run on the event loop only when the database is a local file.
-            inline = not is_postgres_url(self.locations.memory_url)
+            inline = backend_of(self.locations.memory_url).local
             app = create_app(
                 host,
                 mcp=mcp_app(host, reads_inline=inline),
@@ -463,7 +463,7 @@ def location_flags(locations: Locations) -> list[str]:
 def _shown(url: str, path: Callable[[], Path]) -> str:
     """A database URL as the banner shows it: an embedded one as its absolute path, a
     PostgreSQL one with its password masked (the banner ends up in logs)."""
-    return masked_url(url) if is_postgres_url(url) else str(path().resolve())
+    return backend_of(url).shown(url, path)
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

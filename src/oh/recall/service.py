@@ -43,6 +43,7 @@ from oh.errors import (
     OhError,
     Purged,
 )
+from oh.keys.sealing import keyring_of
 from oh.recall.embedders import (
     Embedder,
     EmbedderRejected,
@@ -313,7 +314,7 @@ class Recall:
         self.vectors = vectors
         # One wiring: the notes to embed are read through the keyring of the memory store they
         # come from (a SQL store's; other stores seal nothing), never one given separately.
-        vectors.read_with(getattr(memory, "keyring", None))
+        vectors.read_with(keyring_of(memory))
         self.embedder = embedder
         self.knowledge = knowledge
         self.clock = clock

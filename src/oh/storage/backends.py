@@ -25,7 +25,7 @@ from oh.storage.urls import is_postgres_url, masked_url
 
 if TYPE_CHECKING:
     from oh.keys import Keyring, KeyShredding
-    from oh.knowledge_macs import KnowledgeMacs
+    from oh.keys.macs import KnowledgeMacs
     from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
     from oh.storage.libsql import Driver, Synchronous
     from oh.storage.sql_vectors import SqlVectorStore
@@ -61,6 +61,29 @@ class Where(Protocol):
 
 
 class Backend(Protocol):
+    # The database is files on this machine: a read is short enough to run on a server's event
+    # loop, and writes that wait together share one flush. Not so across a network.
+    local: bool
+
+    def place(self, url: str | None, path: Callable[[], Path]) -> str:
+        """A location as another process reads it (``path`` gives the embedded file, made or
+        refused as the location allows): the absolute path, or the URL unmasked."""
+        ...
+
+    def shown(self, url: str | None, path: Callable[[], Path]) -> str:
+        """A location as a banner, message or log shows it: never a password."""
+        ...
+
+    def check(self, path: Callable[[], Path]) -> None:
+        """Check (or make) the location before anything opens it: the embedded file's
+        directory; nothing for a server's database."""
+        ...
+
+    def cluster(self, url: str | None) -> int | None:
+        """What identifies the storage the database's WAL and backups belong to, so that two
+        locations can be told to share it; None for a file on this machine."""
+        ...
+
     def memory(self, where: Where) -> MemoryOpener: ...
     def knowledge(self, where: Where) -> KnowledgeOpener: ...
     def host_registry(self, where: Where) -> HostRegistry: ...
@@ -75,6 +98,20 @@ class Backend(Protocol):
 
 class Embedded:
     """The SQLite files of one machine (``oh.storage.libsql``), through ``where.driver``."""
+
+    local = True
+
+    def place(self, url: str | None, path: Callable[[], Path]) -> str:
+        return str(path().resolve())
+
+    def shown(self, url: str | None, path: Callable[[], Path]) -> str:
+        return str(path().resolve())
+
+    def check(self, path: Callable[[], Path]) -> None:
+        path()
+
+    def cluster(self, url: str | None) -> int | None:
+        return None
 
     def memory(self, where: Where) -> MemoryOpener:
         from oh.storage.libsql import LibsqlMemoryStore
@@ -131,6 +168,22 @@ class Embedded:
 
 class Postgres:
     """PostgreSQL (``oh.storage.postgres*``): one cluster many servers share."""
+
+    local = False
+
+    def place(self, url: str | None, path: Callable[[], Path]) -> str:
+        return str(url)
+
+    def shown(self, url: str | None, path: Callable[[], Path]) -> str:
+        return masked_url(str(url))
+
+    def check(self, path: Callable[[], Path]) -> None:
+        pass  # the server's to check, when a store connects
+
+    def cluster(self, url: str | None) -> int | None:
+        from oh.storage.postgres_keys import cluster_id
+
+        return cluster_id(str(url))
 
     def memory(self, where: Where) -> MemoryOpener:
         from oh.storage.postgres import open_postgres_memory

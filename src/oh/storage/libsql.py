@@ -47,12 +47,12 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.keys import Keyring, KeyShredding
-from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
-from oh.storage.log_rows import change_columns, json_rows, new_tuple
-from oh.storage.sealing import (
+from oh.keys.sealing import (
     opened_values,
     tokens,
 )
+from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
+from oh.storage.log_rows import change_columns, json_rows, new_tuple
 from oh.storage.sql_memory import SqlMemoryStore
 
 logger = logging.getLogger("oh.storage")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from oh.knowledge_macs import KnowledgeMacs
+from oh.keys.macs import KnowledgeMacs
 from oh.storage.libsql import LibsqlDatabase, translated
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 
@@ -23,7 +23,7 @@ class LibsqlKnowledgeStore(LibsqlDatabase, SqlKnowledgeStore):
         self, path: str | Path, *, macs: KnowledgeMacs | None = None, **options: Any
     ) -> None:
         """``options`` as for ``LibsqlDatabase``; ``macs`` to write and check the MAC of every
-        row (``oh.knowledge_macs``), None for neither."""
+        row (``oh.keys.macs``), None for neither."""
         super().__init__(path, **options)
         try:
             self._use_macs(macs)

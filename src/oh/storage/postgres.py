@@ -17,7 +17,7 @@ Driver errors are translated in ``translated`` and nowhere else. ``psycopg`` (th
 extra) is imported when a store is opened, so ``import oh`` works without it.
 
 With a keyring (docs/keys.md) every notebook's content is sealed with its own data key before it
-goes into SQL and opened when it comes out (``oh.storage.sealing``); the keys live in the key
+goes into SQL and opened when it comes out (``oh.keys.sealing``); the keys live in the key
 store, an embedded file or a database in a cluster of its own (``oh.storage.postgres_keys``),
 never beside the notes: this cluster's base backups and WAL archive would otherwise keep every
 key that forgetting destroys.
@@ -63,9 +63,9 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.keys import Keyring, KeyShredding, NotebookCipher
+from oh.keys.sealing import opened_values, tokens
 from oh.storage.base import RecordCheck, VectorRow
 from oh.storage.postgres_prepared import PreparedCall
-from oh.storage.sealing import opened_values, tokens
 from oh.storage.sql import Connection, QmarkConnection
 from oh.storage.sql_memory import SqlMemoryStore
 

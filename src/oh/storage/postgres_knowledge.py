@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oh.knowledge_macs import KnowledgeMacs
+from oh.keys.macs import KnowledgeMacs
 from oh.storage.postgres import PostgresDatabase
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 
@@ -24,7 +24,7 @@ class PostgresKnowledgeStore(PostgresDatabase, SqlKnowledgeStore):
 
     def __init__(self, url: str, *, macs: KnowledgeMacs | None = None, **options: Any) -> None:
         """``options`` as for ``PostgresDatabase``; ``macs`` to write and check the MAC of every
-        row (``oh.knowledge_macs``), None for neither."""
+        row (``oh.keys.macs``), None for neither."""
         super().__init__(url, **options)
         try:
             self._use_macs(macs)

@@ -12,14 +12,20 @@ from oh.core.answers import Answer, decode_rows, encode_rows
 from oh.core.canonical import canonical_text
 from oh.core.notebook import Notebook, NotebookState
 from oh.core.reviewed import Decision, Proposal, ReviewedRecord, Revision, Source
+from oh.keys.macs import RowKind, column_names
 from oh.storage.base import PackInstall
 
 __all__ = [
     "ANSWER_COLUMNS",
+    "KINDS",
     "NOTEBOOK_COLUMNS",
+    "PACK",
     "PACK_COLUMNS",
+    "PROPOSAL",
     "PROPOSAL_COLUMNS",
+    "REVIEWED",
     "REVIEWED_COLUMNS",
+    "REVISION",
     "REVISION_COLUMNS",
     "answer_from_row",
     "answer_values",
@@ -219,3 +225,19 @@ def answer_from_row(row: Sequence[Any], offset: int = 0, limit: int | None = Non
         total=rows.count("\n") + 1 if rows else 0,
         offset=offset,
     )
+
+
+# -- the MACed kinds of knowledge row (``oh.keys.macs``) -----------------------------------------
+
+REVIEWED = RowKind(
+    "reviewed",
+    b"oh reviewed record v1",
+    ("owner", *column_names(REVIEWED_COLUMNS)),
+    ("owner", "name", "revision"),
+)
+PROPOSAL = RowKind("proposals", b"oh proposal v1", column_names(PROPOSAL_COLUMNS), ("id",))
+REVISION = RowKind(
+    "revisions", b"oh revision v1", column_names(REVISION_COLUMNS), ("owner", "revision")
+)
+PACK = RowKind("packs", b"oh pack install v1", column_names(PACK_COLUMNS), ("owner", "revision"))
+KINDS = (REVISION, REVIEWED, PROPOSAL, PACK)

@@ -12,7 +12,7 @@ order (a rejection takes only the first, a pack install only the second). Two se
 at once take turns and never deadlock, each revision number is made once, and a proposal is
 decided once.
 
-A store opened with ``macs`` (``oh.knowledge_macs``) writes every row with its MAC in the same
+A store opened with ``macs`` (``oh.keys.macs``) writes every row with its MAC in the same
 statement and checks the MAC of every row it serves; without, it neither writes nor checks one.
 """
 
@@ -43,12 +43,17 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.keys import MasterKeys
-from oh.knowledge_macs import KINDS, PACK, PROPOSAL, REVIEWED, REVISION, KnowledgeMacs, RowKind
+from oh.keys.macs import KnowledgeMacs, RowKind
 from oh.storage.base import PackInstall
 from oh.storage.rows import (
+    KINDS,
+    PACK,
     PACK_COLUMNS,
+    PROPOSAL,
     PROPOSAL_COLUMNS,
+    REVIEWED,
     REVIEWED_COLUMNS,
+    REVISION,
     REVISION_COLUMNS,
     insert,
     pack_values,
@@ -107,12 +112,12 @@ class SqlKnowledgeStore(SqlDatabase):
         )
         return self.LATEST_PER_NAME.format(table=table, columns=columns, upto=upto), params
 
-    # -- MACs (oh.knowledge_macs) -----------------------------------------------------------
+    # -- MACs (oh.keys.macs) -----------------------------------------------------------
 
     def _use_macs(self, macs: KnowledgeMacs | None) -> None:
         """Write and check MACs with ``macs`` from now on. The first time MACs are used with
         this host's key store, every row written before (one without a MAC) is MACed, in one
-        transaction, and the marker set; never again after that (``oh.knowledge_macs``)."""
+        transaction, and the marker set; never again after that (``oh.keys.macs``)."""
         self.macs = macs
         if macs is not None and not macs.marked():
             self._mac_unmaced(macs)
@@ -205,7 +210,7 @@ class SqlKnowledgeStore(SqlDatabase):
     def remac(self, masters: MasterKeys) -> int:
         """MAC every row again under ``masters.current`` in one transaction, after checking it
         under the key it was MACed with; return how many. ``integrity`` and nothing changed if
-        any row's MAC is missing or wrong (``oh.knowledge_macs.remac``)."""
+        any row's MAC is missing or wrong (``oh.keys.macs.remac``)."""
         if self.macs is None:
             raise InvalidArgument("this knowledge store was opened without MACs: nothing to MAC")
         new = KnowledgeMacs(masters, self.macs.markers, self.macs.clock)

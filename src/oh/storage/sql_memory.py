@@ -23,6 +23,22 @@ from oh.core.records import StoredRecord, kind_of
 from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import IntegrityError, NotFound, Purged
 from oh.keys import Keyring, NotebookCipher
+from oh.keys.sealing import (
+    NOTEBOOKS_TO_SEAL,
+    SEALED_MARKER,
+    check_keys_fit,
+    cipher_for_sealing,
+    entry_tokens,
+    is_plain,
+    open_answer_row,
+    open_entry,
+    open_record_row,
+    seal_answer_fields,
+    seal_answer_values,
+    seal_entry,
+    seal_records,
+    tokens,
+)
 from oh.storage.base import PreparedRemember, VectorRow
 from oh.storage.log_rows import (
     LOG_COLUMNS,
@@ -38,22 +54,6 @@ from oh.storage.rows import (
     answer_values,
     insert,
     notebook_from_row,
-)
-from oh.storage.sealing import (
-    NOTEBOOKS_TO_SEAL,
-    SEALED_MARKER,
-    check_keys_fit,
-    cipher_for_sealing,
-    entry_tokens,
-    is_plain,
-    open_answer_row,
-    open_entry,
-    open_record_row,
-    seal_answer_fields,
-    seal_answer_values,
-    seal_entry,
-    seal_records,
-    tokens,
 )
 from oh.storage.sql import Connection, SqlDatabase
 
@@ -123,7 +123,7 @@ class SqlMemoryStore(PreparedRemember, SqlMemoryBackend):
     """The ``MemoryStore`` methods whose SQL both backends run.
 
     With a keyring (``_keyring``, docs/keys.md) every notebook created gets a data key and its
-    content is sealed here on the way in and opened on the way out (``oh.storage.sealing``);
+    content is sealed here on the way in and opened on the way out (``oh.keys.sealing``);
     without one, content is kept as it is."""
 
     _keyring: Keyring | None = None

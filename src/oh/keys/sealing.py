@@ -11,22 +11,24 @@ longer opens. Hashes and digests are over the plaintext, exactly as without keys
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from oh.core.changes import LogEntry, LoggedChange
 from oh.core.records import StoredRecord, kind_of
 from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
-from oh.keys import SEALED, Keyring, NotebookCipher
+from oh.keys.cipher import SEALED, Keyring, NotebookCipher
 
 __all__ = [
     "ANSWER_SEALED",
     "LOST_KEYS_FIX",
     "NOTEBOOKS_TO_SEAL",
     "SEALED_MARKER",
+    "Sealing",
     "check_keys_fit",
     "cipher_for_sealing",
     "entry_tokens",
     "is_plain",
+    "keyring_of",
     "open_answer_row",
     "open_entry",
     "open_record_row",
@@ -37,6 +39,22 @@ __all__ = [
     "seal_records",
     "tokens",
 ]
+
+
+@runtime_checkable
+class Sealing(Protocol):
+    """A store that seals what it keeps with a keyring (a SQL memory store)."""
+
+    @property
+    def keyring(self) -> Keyring | None:
+        """The keyring it seals with (it owns and closes it), or None when it seals nothing."""
+        ...
+
+
+def keyring_of(store: object) -> Keyring | None:
+    """The keyring ``store`` seals with; None for a store that seals nothing."""
+    return store.keyring if isinstance(store, Sealing) else None
+
 
 _new_tuple = tuple.__new__
 # The kept answer's columns (``oh.storage.rows.ANSWER_COLUMNS``) that are sealed, by position.

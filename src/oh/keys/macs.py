@@ -29,25 +29,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from oh.core.canonical import MAX_SAFE_INTEGER, canonical_string, canonical_text
 from oh.core.clock import Clock, system_clock, utc_text
 from oh.errors import IntegrityError, InvalidArgument, OhError
-from oh.keys import MasterKeys
-from oh.storage.rows import PACK_COLUMNS, PROPOSAL_COLUMNS, REVIEWED_COLUMNS, REVISION_COLUMNS
+from oh.keys.master import MasterKeys
 
 __all__ = [
-    "KINDS",
     "MARKER",
-    "PACK",
-    "PROPOSAL",
-    "REVIEWED",
-    "REVISION",
+    "AuthenticatedKnowledge",
     "KnowledgeMacs",
     "Markers",
     "Remaced",
     "RowKind",
+    "column_names",
     "refusal",
     "remac",
 ]
@@ -55,14 +51,16 @@ __all__ = [
 MARKER = "knowledge_macs"  # in the key store: when existing rows were MACed (once)
 
 
-def _names(columns: str) -> tuple[str, ...]:
+def column_names(columns: str) -> tuple[str, ...]:
+    """``"a, b, c"`` (a store's column list) as ``("a", "b", "c")``."""
     return tuple(column.strip() for column in columns.split(","))
 
 
 @dataclass(frozen=True, slots=True)
 class RowKind:
     """One kind of MACed row: its table, its purpose label, and its columns in the order the
-    store reads and writes them (``oh.storage.rows``), the MAC not among them."""
+    store reads and writes them, the MAC not among them. The kinds a knowledge store MACs are
+    declared with its columns (``oh.storage.rows``)."""
 
     table: str
     purpose: bytes
@@ -93,18 +91,6 @@ class RowKind:
         if self.table == "revisions":
             return f"revision {row.get('revision')} of {row.get('owner')}"
         return f"pack {row.get('name')} of {row.get('owner')} at revision {row.get('revision')}"
-
-
-REVIEWED = RowKind(
-    "reviewed",
-    b"oh reviewed record v1",
-    ("owner", *_names(REVIEWED_COLUMNS)),
-    ("owner", "name", "revision"),
-)
-PROPOSAL = RowKind("proposals", b"oh proposal v1", _names(PROPOSAL_COLUMNS), ("id",))
-REVISION = RowKind("revisions", b"oh revision v1", _names(REVISION_COLUMNS), ("owner", "revision"))
-PACK = RowKind("packs", b"oh pack install v1", _names(PACK_COLUMNS), ("owner", "revision"))
-KINDS = (REVISION, REVIEWED, PROPOSAL, PACK)
 
 
 class Markers(Protocol):
@@ -197,6 +183,23 @@ def refusal(kind: RowKind, values: Sequence[Any], why: str) -> str:
         f"{kind.describe(values)} {detail}: it was not written by Oh with this host's keys"
         " (forged or damaged; run oh verify)"
     )
+
+
+@runtime_checkable
+class AuthenticatedKnowledge(Protocol):
+    """A knowledge store whose rows carry MACs: what ``verify`` asks of it, whatever the
+    database beneath."""
+
+    macs: KnowledgeMacs | None  # what it checks the rows it serves with; None: it MACs nothing
+
+    def mac_rows(self) -> list[tuple[RowKind, tuple[Any, ...], Any]]:
+        """Every MACed row as ``(kind, values, mac)``, its MAC unchecked."""
+        ...
+
+    def unchecked(self) -> Any:
+        """The same store serving its rows without checking their MACs (for ``verify``, which
+        reports a refused row instead of stopping at it)."""
+        ...
 
 
 class Remaced(Protocol):
