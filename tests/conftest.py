@@ -87,3 +87,57 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         terminalreporter.section("declared by the harnesses: not offered, not tested")
         for what, count in sorted(counts.items()):
             terminalreporter.line(f"{count:4d}  {what}")
+    _conformance_table(terminalreporter)
+
+
+def _conformance_table(terminalreporter: Any) -> None:
+    """Which conformance suite ran on which backend, with keys or without, and how its tests
+    ended: read from what each suite's harness actually opened (``oh.testing.declared.ran``)."""
+    from oh.testing.declared import CONFORMANCE
+
+    def where(nodeid: str) -> tuple[str, str]:
+        owner, _, test = nodeid.rpartition("::")
+        return owner, test.partition("[")[2]
+
+    reports = [
+        report
+        for outcome in ("passed", "failed", "skipped", "error")
+        for report in terminalreporter.stats.get(outcome, [])
+        if getattr(report, "nodeid", "")
+    ]
+    seen: dict[tuple[str, str], str] = {}
+    by_class: dict[str, set[str]] = {}
+    for report in reports:
+        for name, value in getattr(report, "user_properties", ()):
+            if name == CONFORMANCE:
+                seen[where(report.nodeid)] = value
+                by_class.setdefault(where(report.nodeid)[0], set()).add(value)
+    if not seen:
+        return
+    ended: dict[str, dict[str, int]] = {}
+    for report in reports:
+        if report.when != "call" and not (report.failed or report.skipped):
+            continue
+        owner, params = where(report.nodeid)
+        combination = seen.get((owner, params))
+        if combination is None:  # a test that opened no part: its class's, by its parameters
+            ids = set(params.split("-"))
+            found = {
+                value
+                for (other, given), value in seen.items()
+                if other == owner and set(given.split("-")) <= ids
+            } or by_class.get(owner, set())
+            if len(found) != 1:
+                continue  # not a conformance suite's test
+            combination = next(iter(found))
+        outcome = "failed" if report.failed else "skipped" if report.skipped else "passed"
+        counts = ended.setdefault(combination, {"passed": 0, "skipped": 0, "failed": 0})
+        counts[outcome] += 1
+    terminalreporter.section("conformance suites by backend and keys (tests passed/skipped/failed)")
+    terminalreporter.line(f"{'suite':<30} {'backend':<28} {'keys':<5} passed skipped failed")
+    for combination, counts in sorted(ended.items()):
+        suite, backend, keys = combination.split("|")
+        terminalreporter.line(
+            f"{suite:<30} {backend:<28} {'yes' if keys == 'True' else 'no':<5}"
+            f" {counts['passed']:6d} {counts['skipped']:7d} {counts['failed']:6d}"
+        )

@@ -11,11 +11,13 @@ method is a bug in the harness, not an exemption.
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import pytest
 
-__all__ = ["DECLARED", "FILES", "RAW_SQL", "not_offered"]
+from oh.keys.sealing import keyring_of
+
+__all__ = ["CONFORMANCE", "DECLARED", "FILES", "RAW_SQL", "combination", "not_offered", "ran"]
 
 # The things a harness may declare it cannot offer, as the reports name them.
 RAW_SQL = "raw SQL beneath the backend"
@@ -33,3 +35,34 @@ def not_offered(harness: object, what: str, why: str) -> NoReturn:
         f"{name} offers no {what} and does not declare it (add it to {name}.cannot if the"
         " backend truly has none)"
     )
+
+
+# -- which backend and keys each suite ran on ----------------------------------------------------
+
+# The test's property that names its suite, backend and keys (``ran``), as ``suite|backend|keys``.
+CONFORMANCE = "oh-conformance"
+
+
+def combination(part: object) -> tuple[str, bool]:
+    """The backend ``part`` (a store, registry or knowledge source a harness opened) runs on,
+    and whether it runs with keys (notes sealed, or knowledge MACed): read from the part, never
+    from what its harness says of itself."""
+    module = type(part).__module__
+    if module.startswith("oh.storage.postgres"):
+        backend = "postgres"
+    elif module.startswith("oh.storage.libsql"):
+        driver = getattr(part, "driver", "sqlite3")
+        backend = "sqlite" if driver == "sqlite3" else f"sqlite ({driver} driver)"
+    elif module.startswith("oh.storage.memory"):
+        backend = "memory"
+    else:
+        backend = f"{type(part).__name__} (a test's)"
+    keys = keyring_of(part) is not None or getattr(part, "macs", None) is not None
+    return backend, keys
+
+
+def ran(request: Any, suite: type, part: object) -> None:
+    """Record on the running test which suite it belongs to and what ``part`` runs on
+    (``tests/conftest.py`` tabulates them at the end of the run)."""
+    backend, keys = combination(part)
+    request.node.user_properties.append((CONFORMANCE, f"{suite.__name__}|{backend}|{keys}"))

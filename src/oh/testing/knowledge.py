@@ -23,6 +23,7 @@ from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound, OhErr
 from oh.knowledge import Knowledge
 from oh.notebooks import Notebooks
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
+from oh.testing.declared import ran
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import add, replace, write
 from oh.testing.tampering import require_sql
@@ -94,8 +95,11 @@ class KnowledgeSourceConformance:
         raise NotImplementedError("a test module provides the harness fixture")
 
     @pytest.fixture
-    def source(self, harness: SourceHarness) -> Iterator[KnowledgeSource]:
+    def source(
+        self, harness: SourceHarness, request: pytest.FixtureRequest
+    ) -> Iterator[KnowledgeSource]:
         source = harness.open()
+        ran(request, KnowledgeSourceConformance, source)
         yield source
         close = getattr(source, "close", None)
         if close is not None:
@@ -205,8 +209,11 @@ class ReviewConformance:
         store.close()
 
     @pytest.fixture
-    def store(self, harness: ReviewHarness) -> Iterator[KnowledgeStore]:
+    def store(
+        self, harness: ReviewHarness, request: pytest.FixtureRequest
+    ) -> Iterator[KnowledgeStore]:
         store = harness.open_knowledge()
+        ran(request, ReviewConformance, store)
         yield store
         store.close()
 

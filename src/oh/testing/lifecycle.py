@@ -27,7 +27,7 @@ from oh.errors import (
 )
 from oh.notebooks import Notebooks, purge_expired
 from oh.storage.base import OPENING_GRACE_FLOOR, MemoryStore, PurgeAccess
-from oh.testing.declared import FILES, not_offered
+from oh.testing.declared import FILES, not_offered, ran
 from oh.testing.memory_store import T0, StoreHarness, add, write
 from oh.testing.tampering import Edit, require_sql
 from oh.verify import verify_notebook
@@ -89,8 +89,11 @@ class NotebookLifecycleConformance:
         raise NotImplementedError("a backend's test module provides the harness fixture")
 
     @pytest.fixture
-    def store(self, harness: LifecycleHarness) -> Iterator[MemoryStore]:
+    def store(
+        self, harness: LifecycleHarness, request: pytest.FixtureRequest
+    ) -> Iterator[MemoryStore]:
         store = harness.open()
+        ran(request, NotebookLifecycleConformance, store)
         yield store
         store.close()
 

@@ -28,6 +28,7 @@ from oh.errors import (
 )
 from oh.storage.base import MemoryStore, RecordCheck
 from oh.storage.rows import ANSWER_COLUMNS
+from oh.testing.declared import ran
 from oh.testing.tampering import Edit, require_sql
 from oh.tools import Caller, Tools
 from oh.verify import rebuild, replay, verify_notebook
@@ -282,8 +283,9 @@ class MemoryStoreConformance:
         raise NotImplementedError("a backend's test module provides the harness fixture")
 
     @pytest.fixture
-    def store(self, harness: StoreHarness) -> Iterator[MemoryStore]:
+    def store(self, harness: StoreHarness, request: pytest.FixtureRequest) -> Iterator[MemoryStore]:
         store = harness.open()
+        ran(request, MemoryStoreConformance, store)
         yield store
         store.close()
 

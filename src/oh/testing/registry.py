@@ -12,6 +12,7 @@ from typing import Protocol
 import pytest
 
 from oh.storage.base import HostRegistry, RegisteredDocument
+from oh.testing.declared import ran
 
 __all__ = ["HostRegistryConformance", "RegistryHarness"]
 
@@ -33,8 +34,11 @@ class HostRegistryConformance:
         raise NotImplementedError("a backend's test module provides the harness fixture")
 
     @pytest.fixture
-    def registry(self, harness: RegistryHarness) -> Iterator[HostRegistry]:
+    def registry(
+        self, harness: RegistryHarness, request: pytest.FixtureRequest
+    ) -> Iterator[HostRegistry]:
         registry = harness.open()
+        ran(request, HostRegistryConformance, registry)
         yield registry
         registry.close()
 

@@ -18,6 +18,7 @@ from oh.knowledge import Knowledge
 from oh.notebooks import Notebooks
 from oh.schemas import RESULTS
 from oh.storage.base import KnowledgeStore, MemoryStore
+from oh.testing.declared import ran
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 from oh.testing.tampering import Edit
@@ -115,8 +116,11 @@ class ToolsConformance:
         raise NotImplementedError("a backend's test module provides the harness fixture")
 
     @pytest.fixture
-    def memory(self, harness: ToolsHarness) -> Iterator[MemoryStore]:
+    def memory(
+        self, harness: ToolsHarness, request: pytest.FixtureRequest
+    ) -> Iterator[MemoryStore]:
         store = harness.open_memory()
+        ran(request, ToolsConformance, store)
         yield store
         store.close()
 
