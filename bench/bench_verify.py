@@ -12,7 +12,7 @@ a few thousand log entries each (``--quick``: 600), written through the store AP
 2. a single-notebook data directory verified at jobs=1 and at jobs=auto (which stays in
    process: there is nothing to share), to show no regression; ratio auto / 1.
 3. the break-even of starting workers: a 2-notebook directory just below the in-process
-   threshold (``oh.verify.SPREAD_FROM_ENTRIES``), verified in process and with the workers
+   threshold (``oh.verify.pool.SPREAD_FROM_ENTRIES``), verified in process and with the workers
    forced, to show why small directories stay in process.
 
 Every report is checked to be identical to the jobs=1 report. No figure is asserted on.
@@ -40,7 +40,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import oh.verify
+import oh.verify.pool
 from oh.cli.verify import _reopen, default_jobs
 from oh.config import Locations, open_knowledge_store
 from oh.core.changes import Applied, parse_changes
@@ -160,12 +160,12 @@ def timed_verify(data: Path, jobs: int, reps: int) -> tuple[float, VerifyReport]
 
 
 def with_threshold(value: int, action: Callable[[], Any]) -> Any:
-    saved = oh.verify.SPREAD_FROM_ENTRIES
-    oh.verify.SPREAD_FROM_ENTRIES = value
+    saved = oh.verify.pool.SPREAD_FROM_ENTRIES
+    oh.verify.pool.SPREAD_FROM_ENTRIES = value
     try:
         return action()
     finally:
-        oh.verify.SPREAD_FROM_ENTRIES = saved
+        oh.verify.pool.SPREAD_FROM_ENTRIES = saved
 
 
 def main() -> int:
@@ -195,7 +195,7 @@ def main() -> int:
         }
         for jobs in sorted({2, cores}):
             seconds, report = with_threshold(
-                0 if args.quick else oh.verify.SPREAD_FROM_ENTRIES,
+                0 if args.quick else oh.verify.pool.SPREAD_FROM_ENTRIES,
                 functools.partial(timed_verify, scratch / "many", jobs, args.reps),
             )
             assert report.to_json() == base.to_json()
@@ -218,13 +218,13 @@ def main() -> int:
         }
 
         # 3. just below the threshold: in process against workers forced.
-        below = oh.verify.SPREAD_FROM_ENTRIES // 2 - 1 if not args.quick else 1000
+        below = oh.verify.pool.SPREAD_FROM_ENTRIES // 2 - 1 if not args.quick else 1000
         build(scratch / "small", 2, below)
         small_s, small = timed_verify(scratch / "small", 2, args.reps)
         forced_s, forced = with_threshold(0, lambda: timed_verify(scratch / "small", 2, args.reps))
         assert forced.to_json() == small.to_json()
         result["threshold"] = {
-            "spread_from_entries": oh.verify.SPREAD_FROM_ENTRIES,
+            "spread_from_entries": oh.verify.pool.SPREAD_FROM_ENTRIES,
             "entries": 2 * below,
             "in_process_ms": round(small_s * 1000, 1),
             "workers_forced_ms": round(forced_s * 1000, 1),

@@ -41,7 +41,8 @@ from oh.errors import InvalidArgument, OhError
 from oh.storage.base import MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.testing.memory_store import T0, add, open_notebook, remove, replace, write
-from oh.verify import Problem, VerifyReport, _is_canonical, rebuild, replay, verify_notebook
+from oh.verify import Problem, VerifyReport, rebuild, replay, verify_notebook
+from oh.verify.report import is_canonical
 
 PROPERTY = settings(
     max_examples=200,
@@ -247,9 +248,9 @@ MUTATIONS = [
 @given(records(), st.integers(0, len(MUTATIONS) - 1))
 def test_the_canonical_pattern_agrees_with_the_full_check(record: Record, mutation: int) -> None:
     text = record.canonical()
-    assert _is_canonical(text) and reference_is_canonical(text)  # numbers read as parse_json does
+    assert is_canonical(text) and reference_is_canonical(text)  # numbers read as parse_json does
     changed = MUTATIONS[mutation](text)
-    assert _is_canonical(changed) == reference_is_canonical(changed)
+    assert is_canonical(changed) == reference_is_canonical(changed)
 
 
 # -- the store ---------------------------------------------------------------------------------

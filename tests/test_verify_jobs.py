@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-import oh.verify
+import oh.verify.pool
 from oh.cli import main
 from oh.cli.verify import MAX_JOBS, _reopen, parse_jobs
 from oh.config import Locations, open_knowledge_store
@@ -82,8 +82,8 @@ def _tamper(db: Path) -> None:
 @pytest.fixture
 def workers_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Share any directory, and leave every notebook to the workers."""
-    monkeypatch.setattr(oh.verify, "SPREAD_FROM_ENTRIES", 0)
-    monkeypatch.setattr(oh.verify, "_SHARE_WITH_PARENT", False)
+    monkeypatch.setattr(oh.verify.pool, "SPREAD_FROM_ENTRIES", 0)
+    monkeypatch.setattr(oh.verify.pool, "_SHARE_WITH_PARENT", False)
 
 
 @pytest.fixture
@@ -140,7 +140,7 @@ def test_this_process_and_its_workers_together_report_what_one_process_reports(
     data: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _tamper(data / "memory.db")
-    monkeypatch.setattr(oh.verify, "SPREAD_FROM_ENTRIES", 0)
+    monkeypatch.setattr(oh.verify.pool, "SPREAD_FROM_ENTRIES", 0)
     assert _verify(_at(data), 2).to_json() == _verify(_at(data), 1).to_json()
 
 

@@ -9,8 +9,10 @@ beside this interpreter by default, or another installation's (the wheel smoke p
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -94,6 +96,9 @@ class Served:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=self.env,
+                # Its own process group: the purge worker and any workers it starts are in it,
+                # so ``stop`` can wait until every one of them is gone.
+                start_new_session=True,
             )
         self._wait_until_ready(startup_seconds)
 
@@ -144,6 +149,9 @@ class Served:
         return dict(json.loads(done.stdout))
 
     def stop(self) -> None:
+        """Stop the server and wait until every process it started has exited too: its purge
+        worker stops after the server (on a signal when the server died first), and a caller
+        that copies or checks the data directory next must not race its last writes."""
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -151,6 +159,18 @@ class Served:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+        for wait, then in ((20.0, signal.SIGKILL), (10.0, None)):
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(self.process.pid, 0)
+                except (ProcessLookupError, PermissionError):
+                    return  # the group is empty
+                time.sleep(0.02)
+            if then is not None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, then)
+        # Only zombies nobody reaps can be left (a container whose first process reaps none).
 
     def __enter__(self) -> Served:
         return self
