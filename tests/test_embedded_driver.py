@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import test_sealed_notebooks as sealed
 from oh.config import Locations, embedded_driver, open_host, open_memory_store
 from oh.core.changes import Applied
 from oh.errors import AlreadyExists, InvalidArgument, StorageUnavailable
@@ -54,6 +55,29 @@ class TestReviewOnLibsql(ReviewConformance):
     @pytest.fixture
     def harness(self, tmp_path: Path) -> LibsqlReviewHarness:
         return LibsqlReviewHarness(tmp_path, driver="libsql")
+
+
+# The sealed suites too (tests/test_sealed_notebooks.py), with every test they add, on the
+# libsql driver: sealing must change no answer on either driver. MACed knowledge runs on both
+# drivers in tests/test_knowledge_macs.py.
+
+
+class TestSealedMemoryStoreOnLibsql(sealed.TestSealedMemoryStore):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> sealed.SealedHarness:
+        return sealed.SealedHarness(tmp_path / "memory.db", driver="libsql")
+
+
+class TestSealedLifecycleOnLibsql(sealed.TestSealedLifecycle):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> sealed.SealedLifecycleHarness:
+        return sealed.SealedLifecycleHarness(tmp_path / "memory.db", driver="libsql")
+
+
+class TestSealedToolsOnLibsql(sealed.TestSealedTools):
+    @pytest.fixture
+    def harness(self, tmp_path: Path) -> sealed.SealedToolsHarness:
+        return sealed.SealedToolsHarness(tmp_path, driver="libsql")
 
 
 class TestHostRegistryOnLibsql(HostRegistryConformance):

@@ -24,7 +24,7 @@ from oh.keys.macs import MARKER, KnowledgeMacs, remac
 from oh.knowledge import Knowledge
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.libsql import Driver, LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.rows import KINDS
 from oh.storage.sql_knowledge import SqlKnowledgeStore
@@ -47,8 +47,9 @@ class Backend:
     """One knowledge database, opened by Oh with or without MACs, and reached with raw SQL
     outside Oh as a forger with database access would (triggers dropped or disabled)."""
 
-    def __init__(self, kind: str, location: str, keys: Path) -> None:
+    def __init__(self, kind: str, location: str, keys: Path, driver: Driver = "sqlite3") -> None:
         self.kind = kind
+        self.driver = driver  # the embedded database's driver
         self.location = location
         self.key_store = LibsqlKeyStore(keys)
         self.clock = FakeClock(T0)
@@ -61,7 +62,7 @@ class Backend:
             from oh.storage.postgres_knowledge import PostgresKnowledgeStore
 
             return PostgresKnowledgeStore(self.location, max_size=2, macs=macs)
-        return LibsqlKnowledgeStore(self.location, macs=macs)
+        return LibsqlKnowledgeStore(self.location, macs=macs, driver=self.driver)
 
     def sql(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self.kind == "postgres":
@@ -88,10 +89,14 @@ class Backend:
             self.sql(f"DROP TRIGGER {name}")
 
 
-@pytest.fixture(params=["libsql", "postgres"])
+# The embedded database on each of its drivers, and PostgreSQL.
+@pytest.fixture(params=["libsql", "libsql_driver", "postgres"])
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "libsql":
-        found = Backend("libsql", str(tmp_path / "knowledge.db"), tmp_path / "keys" / "keys.db")
+    if request.param != "postgres":
+        driver: Driver = "libsql" if request.param == "libsql_driver" else "sqlite3"
+        found = Backend(
+            "libsql", str(tmp_path / "knowledge.db"), tmp_path / "keys" / "keys.db", driver
+        )
         yield found
         found.key_store.close()
         return

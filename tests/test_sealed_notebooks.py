@@ -20,7 +20,8 @@ from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import SEALED, Keyring, MasterKey, MasterKeys, NotebookCipher
 from oh.notebooks import Notebooks
 from oh.storage.key_store import KeyShredder, LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.storage.libsql import Driver, LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.testing.declared import DECLARED, PLAIN_CONTENT
 from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
 from oh.testing.memory_store import MemoryStoreConformance, add, open_notebook, write
 from oh.testing.tampering import Edit
@@ -68,24 +69,24 @@ class Keys:
 
 
 class SealedHarness(LibsqlHarness):
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
+        super().__init__(path, driver)
         self.keys = Keys(path.parent)
 
     def open(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.path, keyring=self.keys.keyring())
+        return LibsqlMemoryStore(self.path, keyring=self.keys.keyring(), driver=self.driver)
 
     def tamper(self, edit: Edit) -> None:
         super().tamper(self.keys.tokened(edit))
 
 
 class SealedLifecycleHarness(LibsqlLifecycleHarness):
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
+    def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
+        super().__init__(path, driver)
         self.keys = Keys(path.parent)
 
     def open(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.path, keyring=self.keys.keyring())
+        return LibsqlMemoryStore(self.path, keyring=self.keys.keyring(), driver=self.driver)
 
     def purge_access(self) -> LibsqlPurgeAccess:
         self.keys.keyring().close()  # the key store exists before the shredder opens it
@@ -93,12 +94,12 @@ class SealedLifecycleHarness(LibsqlLifecycleHarness):
 
 
 class SealedToolsHarness(LibsqlToolsHarness):
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory)
+    def __init__(self, directory: Path, driver: Driver = "sqlite3") -> None:
+        super().__init__(directory, driver)
         self.keys = Keys(directory)
 
     def open_memory(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.memory_path, keyring=self.keys.keyring())
+        return LibsqlMemoryStore(self.memory_path, keyring=self.keys.keyring(), driver=self.driver)
 
     def tamper_memory(self, edit: Edit) -> None:
         super().tamper_memory(self.keys.tokened(edit))
@@ -108,10 +109,16 @@ class SealedToolsHarness(LibsqlToolsHarness):
 # ("true" becomes "fake") and expect verify or read to notice. A sealed file holds no such text,
 # so the edit changes nothing. The attacks a sealed file does face (content forged with its
 # digest recomputed, sealed values swapped, bytes flipped) are the tests further below.
-PLAIN_PREMISE = "edits plain content in place; sealed files hold none (forgeries: below)"
+PLAIN_PREMISE = (
+    f"{DECLARED} a sealed store cannot offer {PLAIN_CONTENT}: the test edits plain content in"
+    " place, and sealed files hold none (the forgeries a sealed store faces: below)"
+)
 
 
 def _plain_premise(*names: str) -> dict[str, Any]:
+    """The inherited tests a sealed harness declares it cannot serve (``oh.testing.declared``),
+    listed at the end of the run with the others."""
+
     def skipped(self: Any, *args: Any, **kwargs: Any) -> None:
         pytest.skip(PLAIN_PREMISE)
 

@@ -54,7 +54,10 @@ def _workers(served: Served) -> set[int]:
     children: set[int] = set()
     for task in Path(f"/proc/{served.process.pid}/task").iterdir():
         for pid in (task / "children").read_text().split():
-            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            try:
+                command = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # it ended (and was reaped) between the two reads: not serving
             if b"spawn_main" in command:
                 children.add(int(pid))
     return children

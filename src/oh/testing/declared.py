@@ -17,11 +17,22 @@ import pytest
 
 from oh.keys.sealing import keyring_of
 
-__all__ = ["CONFORMANCE", "DECLARED", "FILES", "RAW_SQL", "combination", "not_offered", "ran"]
+__all__ = [
+    "CONFORMANCE",
+    "DECLARED",
+    "FILES",
+    "PLAIN_CONTENT",
+    "RAW_SQL",
+    "combination",
+    "not_offered",
+    "ran",
+]
 
 # The things a harness may declare it cannot offer, as the reports name them.
 RAW_SQL = "raw SQL beneath the backend"
 FILES = "database files to scan"
+# A sealed store keeps no plain content, so a test that edits it in place has nothing to edit.
+PLAIN_CONTENT = "plain content to edit in place"
 # How a declared skip's reason starts (``tests/conftest.py`` finds them by it).
 DECLARED = "declared:"
 
