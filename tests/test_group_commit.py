@@ -16,7 +16,8 @@ import pytest
 from oh.core.changes import Applied, RememberResult, parse_changes
 from oh.core.decision import Call
 from oh.errors import NotFound, OhError, Purged, StorageUnavailable
-from oh.storage.libsql import GROUP_LIMIT, LibsqlMemoryStore
+from oh.storage.group_commit import GROUP_LIMIT
+from oh.storage.libsql import LibsqlMemoryStore
 from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.verify import verify_store
 
@@ -57,10 +58,10 @@ def _grouped(store: LibsqlMemoryStore, calls: list[Callable[[], RememberResult]]
     threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
     with store._lock:  # the flush "in progress": the leader waits here, the others queue
         threads[0].start()
-        _until(lambda: store._leading, "the first call leads")
+        _until(lambda: store._group._leading, "the first call leads")
         for thread in threads[1:]:
             thread.start()
-        _until(lambda: len(store._waiting) == len(calls) - 1, "the other calls are queued")
+        _until(lambda: len(store._group._waiting) == len(calls) - 1, "the other calls are queued")
     for thread in threads:
         thread.join()
     assert all(outcome is not None for outcome in outcomes)
@@ -294,3 +295,49 @@ def test_a_batch_larger_than_a_group_is_written_in_groups_and_answered_in_order(
     assert [type(o) for o in outcomes] == [Applied] * len(notebooks)
     assert statements.count("COMMIT") == 2  # 64, then the 6 left
     assert verify_store(store).ok
+
+
+def test_group_commit_is_a_strategy_over_any_two_ways_to_write() -> None:
+    """``oh.storage.group_commit`` knows no database: over a write-alone and a write-together
+    that only record what they were given, every call is answered with its own result, each is
+    written exactly once, no flush holds more than the limit, and the calls that arrive while a
+    flush is in progress share the next one."""
+    from oh.storage.group_commit import GroupCommit, Waiter
+
+    flushes: list[list[int]] = []
+    gate = threading.Event()
+
+    def alone(call: int) -> int:
+        if call == 0:
+            gate.wait(10)  # the first flush is in progress while the others arrive
+        flushes.append([call])
+        return call * 10
+
+    def together(group: list[Waiter[int, int]], gather: bool) -> None:
+        written = 0
+        while written < len(group) or committer.more(group, time.perf_counter()):
+            group[written].result = group[written].call * 10
+            written += 1
+        flushes.append([waiter.call for waiter in group])
+
+    committer: GroupCommit[int, int] = GroupCommit(alone, together, limit=4)
+    answers: dict[int, int] = {}
+
+    def call(number: int) -> None:
+        answers[number] = committer.one(number)
+
+    first = threading.Thread(target=call, args=(0,))
+    first.start()
+    _until(lambda: committer._leading, "the first call leads")
+    others = [threading.Thread(target=call, args=(n,)) for n in range(1, 10)]
+    for thread in others:
+        thread.start()
+    _until(lambda: len(committer._waiting) == 9, "the other calls are queued")
+    gate.set()
+    for thread in (first, *others):
+        thread.join(10)
+    assert answers == {n: n * 10 for n in range(10)}
+    assert sorted(n for flush in flushes for n in flush) == list(range(10))
+    assert flushes[0] == [0] and all(len(flush) <= 4 for flush in flushes)
+    assert len(flushes) == 1 + 3  # nine queued calls in flushes of at most four
+    assert committer.all([20, 21]) == [200, 210]

@@ -52,6 +52,7 @@ from oh.keys.sealing import (
     tokens,
 )
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
+from oh.storage.group_commit import GroupCommit, Waiter
 from oh.storage.log_rows import change_columns, json_rows, new_tuple
 from oh.storage.sql_memory import SqlMemoryStore
 
@@ -141,7 +142,6 @@ translated = _Translated()
 
 
 BUSY_WAIT_SECONDS = 5.0
-GROUP_LIMIT = 64  # remember calls in one group flush at most
 
 
 def when_free(conn: Any, sql: str, wait: float = BUSY_WAIT_SECONDS) -> None:
@@ -619,37 +619,6 @@ class LibsqlDatabase:
             self._conn.close()
 
 
-class _Waiter:
-    """A ``remember`` call queued for a group flush (``LibsqlMemoryStore._remember``)."""
-
-    __slots__ = ("call", "done", "error", "gather", "lead", "result")
-
-    def __init__(self, call: Call, *, gather: bool = True) -> None:
-        self.call = call
-        self.gather = gather  # may a flush this call leads wait for more calls (``_more``)?
-        self.done = threading.Lock()
-        self.done.acquire()  # held until the call is answered, or made to lead the next flush
-        self.lead = False
-        self.result: RememberResult | None = None
-        self.error: BaseException | None = None
-
-    @property
-    def answered(self) -> bool:
-        return self.result is not None or self.error is not None
-
-    def outcome(self) -> RememberResult:
-        if self.error is not None:
-            raise self.error
-        assert self.result is not None
-        return self.result
-
-    def answer(self) -> RememberResult | Exception:
-        """The result, or the error (an ``Exception``: anything else went up the stack)."""
-        if isinstance(self.error, Exception):
-            return self.error
-        return self.outcome()
-
-
 class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
     """``MemoryStore`` on one libSQL file: the shared statements (``oh.storage.sql_memory``) and
     the log in this backend's layout (one row per entry)."""
@@ -669,13 +638,9 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         except BaseException:
             self.close()
             raise
-        # ``_queue`` guards the fields below it and is held for a few instructions at a time.
-        self._queue = threading.Condition(threading.Lock())
-        self._waiting: list[_Waiter] = []  # remember calls for the next flush, in arrival order
-        self._leading = False  # whether a thread is flushing (or about to flush) remember calls
-        self._last_group = 1  # how many calls the last flush held
-        self._last_flush = 0.0  # how many seconds it took
-        self._gathering = 0  # 1 while a flush waits for one more call (``_more``)
+        self._group: GroupCommit[Call, RememberResult] = GroupCommit(
+            self._remember_one, self._flush_group
+        )
 
     def close(self) -> None:
         """Close the database, then the keyring it was given (its key store with it)."""
@@ -711,112 +676,17 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
     # -- writes ---------------------------------------------------------------------------
 
     def _remember(self, call: Call) -> RememberResult:
-        """Group commit: calls that arrive while a flush is in progress share the next one.
-
-        A call with nobody flushing flushes itself at once (a lone writer waits for nothing
-        more than before). Calls arriving meanwhile queue; when the flush ends, the first of
-        them leads the next flush, which takes every queued call, each in its own savepoint,
-        into one transaction and one fsync (``_flush_group``), and acknowledges them all only
-        after the ``COMMIT`` returned. So no call waits longer than the flush in progress plus
-        its own group's, and an acknowledged call is durable exactly as one alone.
-        """
-        waiter = _Waiter(call)
-        self._run([waiter])
-        return waiter.outcome()
+        """Group commit (``oh.storage.group_commit``): calls that arrive while a flush is in
+        progress share the next one, each in its own savepoint, with one fsync
+        (``_flush_group``); a call with nobody flushing is written alone (``_remember_one``)."""
+        return self._group.one(call)
 
     def remember_all(self, calls: Sequence[Call]) -> list[RememberResult | Exception]:
         """Several calls of one thread queued at once, so they share flushes as concurrent
         callers' calls do (``_remember``), each answered on its own."""
-        waiters = [_Waiter(call, gather=False) for call in calls]
-        if waiters:
-            self._run(waiters)
-        return [waiter.answer() for waiter in waiters]
+        return self._group.all(calls)
 
-    def _run(self, waiters: list[_Waiter]) -> None:
-        """Queue ``waiters`` and return once each is answered: by this thread's flush if nobody
-        was flushing (or when one of them is made to lead the next), else by another's."""
-        with self._queue:
-            self._waiting += waiters
-            follow = self._leading
-            self._leading = True
-            if self._gathering and len(self._waiting) >= self._gathering:
-                self._queue.notify()
-        if not follow:
-            self._lead(waiters[0])
-        for waiter in waiters:
-            while not waiter.answered:
-                try:
-                    waiter.done.acquire()  # released when it is answered, or is to lead
-                except BaseException:  # interrupted while queued: leave no one stranded
-                    with self._queue:
-                        for each in waiters:
-                            if each in self._waiting:
-                                self._waiting.remove(each)
-                                if each.lead:
-                                    self._pass_lead()
-                    raise
-                if waiter.lead and not waiter.answered:
-                    waiter.lead = False
-                    self._lead(waiter)
-
-    def _lead(self, own: _Waiter) -> None:
-        """Flush every queued call (``own`` among them), then let the next queued one lead."""
-        group: list[_Waiter] = []
-        started = 0.0
-        try:
-            with self._queue:  # ``own`` is first: nobody was queued, or it was made to lead
-                group = self._waiting[:GROUP_LIMIT]
-                del self._waiting[:GROUP_LIMIT]
-            started = time.perf_counter()
-            if len(group) == 1 and self._last_group == 1:
-                try:  # a lone writer, as before group commit
-                    own.result = self._remember_one(own.call)
-                except Exception as exc:
-                    own.error = exc
-            else:
-                self._flush_group(group, gather=own.gather)
-        finally:
-            with self._queue:
-                if started:
-                    self._last_group, self._last_flush = len(group), time.perf_counter() - started
-                self._pass_lead()
-            for each in group:
-                each.done.release()
-
-    def _more(self, group: list[_Waiter], deadline: float) -> bool:
-        """Between two calls of a group being written: take the calls queued meanwhile into
-        ``group`` (at most ``GROUP_LIMIT`` in all). With none queued and fewer in the group
-        than the last flush held, writers are concurrent but their next calls are not queued
-        yet: wait for one until ``deadline`` (half the last flush's time, at most 1 ms), rather
-        than commit now and make them wait for another fsync. A lone writer's last flush held
-        one call, so it never waits; PostgreSQL's ``commit_delay`` with ``commit_siblings``
-        makes the same bet. Returns whether ``group`` grew."""
-        with self._queue:
-            if not self._waiting and len(group) < self._last_group:
-                left = deadline - time.perf_counter()
-                if left > 0:
-                    self._gathering = 1
-                    try:
-                        self._queue.wait(left)
-                    finally:
-                        self._gathering = 0
-            room = GROUP_LIMIT - len(group)
-            if not self._waiting or room <= 0:
-                return False
-            group += self._waiting[:room]
-            del self._waiting[:room]
-            return True
-
-    def _pass_lead(self) -> None:
-        """With ``_queue`` held: the first queued call leads the next flush, or nobody flushes."""
-        if self._waiting:
-            following = self._waiting[0]
-            following.lead = True
-            following.done.release()
-        else:
-            self._leading = False
-
-    def _flush_group(self, group: list[_Waiter], *, gather: bool = True) -> None:
+    def _flush_group(self, group: list[Waiter[Call, RememberResult]], gather: bool) -> None:
         """Run ``group``'s calls in one write transaction, each in its own savepoint, and commit
         once. Each waiter gets its own result or error; a call that fails is rolled back to its
         savepoint and touches no other. If the transaction cannot begin or commit, every call
@@ -826,13 +696,11 @@ class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
         with self._lock:
             conn = self._conn
             try:
-                # A batch's leader does not wait for company: its caller gathered it already.
-                wait = min(self._last_flush / 2, 0.001) if gather else 0.0
-                deadline = time.perf_counter() + wait
+                deadline = time.perf_counter() + self._group.company(gather)
                 written = 0
                 with translated():
                     when_free(conn, "BEGIN IMMEDIATE", self.busy_wait)
-                    while written < len(group) or self._more(group, deadline):
+                    while written < len(group) or self._group.more(group, deadline):
                         waiter = group[written]
                         written += 1
                         touched.add(waiter.call.notebook_id)

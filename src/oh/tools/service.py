@@ -36,12 +36,20 @@ from oh.storage.base import KnowledgeSource, MemoryStore
 from oh.tools import bootstrap
 from oh.tools.registry import TOOLS
 from oh.tools.remember import Remember
-from oh.tools.spec import Caller, RecallService
+from oh.tools.spec import Caller, RecallService, Tool
 from oh.view import Views
 
 __all__ = ["Tools"]
 
 logger = logging.getLogger("oh.tools")
+
+
+def _declared(tool: str) -> Tool[Any]:
+    """The tool named ``tool`` (``oh.tools.TOOLS``); ``not_found`` listing them otherwise."""
+    declared = TOOLS.get(tool)
+    if declared is None:
+        raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOLS)}")
+    return declared
 
 
 def _answer(result: RememberResult | Exception) -> dict[str, Any] | Exception:
@@ -77,7 +85,7 @@ class Tools:
         self._schemas: dict[tuple[str, int], Schema] = {}
         # Answers are immutable once computed; this process remembers the ones it kept.
         self._answers: dict[str, Answer] = {}
-        # notebook id -> (owner, pinned revision), for notebooks seen open (``_profiled``).
+        # notebook id -> (owner, pinned revision), for notebooks seen open (``profiled``).
         self._pins: dict[str, tuple[str, int | None]] = {}
 
     # -- dispatch -------------------------------------------------------------------------
@@ -102,9 +110,7 @@ class Tools:
         try:
             if tool == "bootstrap":
                 return bootstrap.run(self, caller)
-            declared = TOOLS.get(tool)
-            if declared is None:
-                raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOLS)}")
+            declared = _declared(tool)
             return declared.run(self, caller, declared.parse(arguments))
         except (RecursionError, MemoryError) as exc:
             raise InvalidArgument(f"arguments too large or deep: {type(exc).__name__}") from None
@@ -112,9 +118,7 @@ class Tools:
     @staticmethod
     def parse(tool: str, arguments: Any) -> Any:
         """A tool's arguments read by its parser and checked against its published schema."""
-        declared = TOOLS.get(tool)
-        if declared is None:
-            raise NotFound(f"no tool {tool!r}; the tools are {', '.join(TOOLS)}")
+        declared = _declared(tool)
         try:
             return declared.parse(arguments)
         except (RecursionError, MemoryError) as exc:
