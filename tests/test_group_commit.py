@@ -341,3 +341,21 @@ def test_group_commit_is_a_strategy_over_any_two_ways_to_write() -> None:
     assert flushes[0] == [0] and all(len(flush) <= 4 for flush in flushes)
     assert len(flushes) == 1 + 3  # nine queued calls in flushes of at most four
     assert committer.all([20, 21]) == [200, 210]
+
+
+def test_the_store_and_the_http_batches_keep_one_pace(store: LibsqlMemoryStore) -> None:
+    """After a flush of several, the next may wait for as many, half that flush's time and at
+    most 1 ms; after a lone call, never. The store's group commit and the HTTP server's batches
+    of remember calls are paced by the same rule (``oh.storage.group_commit.Pace``)."""
+    from oh.http import _Batches
+    from oh.storage.group_commit import Pace
+
+    pace = Pace()
+    assert pace.company() == 0.0 and not pace.worth_waiting(1)
+    pace.record(8, 0.0006)
+    assert pace.company() == 0.0003
+    assert pace.worth_waiting(7) and not pace.worth_waiting(8)
+    pace.record(8, 0.5)
+    assert pace.company() == 0.001
+    assert isinstance(store._group._pace, Pace)
+    assert isinstance(_Batches(lambda calls: [])._pace, Pace)

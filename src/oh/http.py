@@ -55,6 +55,7 @@ from oh.notebooks import read_purge_status
 from oh.openapi import publish, reference_page
 from oh.panel import PanelCompression, owner_from_request, panel_router
 from oh.schemas import BODIES, RESULTS, TOOL_CONTRACT_VERSION, validate_body
+from oh.storage.group_commit import Pace
 from oh.tools import TOOLS, inline_tools
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
@@ -343,24 +344,24 @@ class _Gone(Exception):
 
 class _Batches:
     """Remember calls that arrive while a batch of them is being written wait for the next
-    batch, which takes every one waiting (at most ``BATCH_LIMIT``) to one worker thread in one
-    hop and one ``Host.remember_all``, whose writes share a flush. A lone writer's call goes at
-    once, as before (after a batch of several, the next waits at most 1 ms: ``_gather``). Each
-    call is answered exactly as ``Host.call_tool`` would answer it."""
+    batch, which takes every one waiting (at most 64) to one worker thread in one hop and one
+    ``Host.remember_all``, whose writes share a flush. A lone writer's call goes at once, as
+    before (after a batch of several, the next waits at most 1 ms: ``_gather``, paced as the
+    store's group commit is, ``oh.storage.group_commit.Pace``). Each call is answered exactly
+    as ``Host.call_tool`` would answer it."""
 
     def __init__(self, run: Callable[[list[Any]], list[dict[str, Any]]]) -> None:
         self._run = run
         self._waiting: list[tuple[Any, asyncio.Future[dict[str, Any]]]] = []
         self._drain: asyncio.Task[None] | None = None
-        self._last = 1  # how many calls the last batch held
-        self._seconds = 0.0  # how long it took
-        self._enough: asyncio.Event | None = None  # set once ``_last`` calls wait
+        self._pace = Pace()  # as the store's group commit paces its flushes
+        self._enough: asyncio.Event | None = None  # set once as many wait as the last batch held
 
     async def submit(self, call: Any) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._waiting.append((call, answer))
-        if self._enough is not None and len(self._waiting) >= self._last:
+        if self._enough is not None and not self._pace.worth_waiting(len(self._waiting)):
             self._enough.set()
         if self._drain is None:
             self._drain = loop.create_task(self._write())
@@ -370,11 +371,11 @@ class _Batches:
         """After a batch of several, the clients it answered are sending their next calls:
         wait (at most half that batch's time, never beyond 1 ms) until as many wait, rather
         than write the first alone and the rest one flush later."""
-        if self._last <= 1 or len(self._waiting) >= self._last:
+        if not self._pace.worth_waiting(len(self._waiting)):
             return
         self._enough = asyncio.Event()
         try:
-            await asyncio.wait_for(self._enough.wait(), min(self._seconds / 2, 0.001))
+            await asyncio.wait_for(self._enough.wait(), self._pace.company())
         except TimeoutError:
             pass
         finally:
@@ -385,8 +386,8 @@ class _Batches:
             while self._waiting:
                 await self._gather()
                 started = time.perf_counter()
-                batch = self._waiting[:BATCH_LIMIT]
-                del self._waiting[:BATCH_LIMIT]
+                batch = self._waiting[: self._pace.limit]
+                del self._waiting[: self._pace.limit]
                 try:
                     bodies = await asyncio.to_thread(self._run, [call for call, _ in batch])
                 except BaseException as exc:
@@ -396,15 +397,12 @@ class _Batches:
                     if not isinstance(exc, Exception):
                         raise
                     continue
-                self._last, self._seconds = len(batch), time.perf_counter() - started
+                self._pace.record(len(batch), time.perf_counter() - started)
                 for (_, answer), body in zip(batch, bodies, strict=True):
                     if not answer.done():  # its client may have gone
                         answer.set_result(body)
         finally:
             self._drain = None
-
-
-BATCH_LIMIT = 64  # remember calls handed to one worker thread at once
 
 
 def create_app(

@@ -18,12 +18,41 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-__all__ = ["GROUP_LIMIT", "GroupCommit", "Waiter"]
+__all__ = ["GROUP_LIMIT", "GroupCommit", "Pace", "Waiter"]
 
 GROUP_LIMIT = 64  # calls in one group flush at most
+MAX_COMPANY = 0.001  # seconds a flush waits for one more call, at most
 
 C = TypeVar("C")
 R = TypeVar("R")
+
+
+class Pace:
+    """What the last flush teaches the next: how many calls it held and how long it took.
+
+    After a flush of several, the callers it answered are sending their next calls: the next
+    flush may wait for as many (``company``: half the last flush's time, at most 1 ms) rather
+    than write the first alone and the rest one flush later. A lone writer's last flush held
+    one call, so it never waits. Shared by the store's group commit (threads) and the HTTP
+    server's batches of remember calls (``oh.http``, on its event loop)."""
+
+    __slots__ = ("group", "limit", "seconds")
+
+    def __init__(self, limit: int = GROUP_LIMIT) -> None:
+        self.limit = limit  # calls in one flush at most
+        self.group = 1  # how many calls the last flush held
+        self.seconds = 0.0  # how long it took
+
+    def company(self) -> float:
+        """How long a flush may wait for one more call."""
+        return min(self.seconds / 2, MAX_COMPANY)
+
+    def worth_waiting(self, have: int) -> bool:
+        """Whether a flush of ``have`` calls should wait for company: the last held more."""
+        return have < self.group
+
+    def record(self, group: int, seconds: float) -> None:
+        self.group, self.seconds = group, seconds
 
 
 class Waiter(Generic[C, R]):
@@ -76,13 +105,11 @@ class GroupCommit(Generic[C, R]):
     ) -> None:
         self.alone = alone
         self.together = together
-        self.limit = limit
         # ``_queue`` guards the fields below it and is held for a few instructions at a time.
         self._queue = threading.Condition(threading.Lock())
         self._waiting: list[Waiter[C, R]] = []  # calls for the next flush, in arrival order
         self._leading = False  # whether a thread is flushing (or about to flush) calls
-        self._last_group = 1  # how many calls the last flush held
-        self._last_flush = 0.0  # how many seconds it took
+        self._pace = Pace(limit)
         self._gathering = 0  # 1 while a flush waits for one more call (``more``)
 
     def one(self, call: C) -> R:
@@ -102,7 +129,7 @@ class GroupCommit(Generic[C, R]):
     def company(self, gather: bool) -> float:
         """How long a flush may wait for one more call: half the last flush's time, at most
         1 ms; nothing for a batch, whose caller gathered it already."""
-        return min(self._last_flush / 2, 0.001) if gather else 0.0
+        return self._pace.company() if gather else 0.0
 
     def _run(self, waiters: list[Waiter[C, R]]) -> None:
         """Queue ``waiters`` and return once each is answered: by this thread's flush if nobody
@@ -137,10 +164,10 @@ class GroupCommit(Generic[C, R]):
         started = 0.0
         try:
             with self._queue:  # ``own`` is first: nobody was queued, or it was made to lead
-                group = self._waiting[: self.limit]
-                del self._waiting[: self.limit]
+                group = self._waiting[: self._pace.limit]
+                del self._waiting[: self._pace.limit]
             started = time.perf_counter()
-            if len(group) == 1 and self._last_group == 1:
+            if len(group) == 1 and self._pace.group == 1:
                 try:  # a lone writer, as without group commit
                     own.result = self.alone(own.call)
                 except Exception as exc:
@@ -150,7 +177,7 @@ class GroupCommit(Generic[C, R]):
         finally:
             with self._queue:
                 if started:
-                    self._last_group, self._last_flush = len(group), time.perf_counter() - started
+                    self._pace.record(len(group), time.perf_counter() - started)
                 self._pass_lead()
             for each in group:
                 each.done.release()
@@ -164,7 +191,7 @@ class GroupCommit(Generic[C, R]):
         PostgreSQL's ``commit_delay`` with ``commit_siblings`` makes the same bet. Returns
         whether ``group`` grew."""
         with self._queue:
-            if not self._waiting and len(group) < self._last_group:
+            if not self._waiting and self._pace.worth_waiting(len(group)):
                 left = deadline - time.perf_counter()
                 if left > 0:
                     self._gathering = 1
@@ -172,7 +199,7 @@ class GroupCommit(Generic[C, R]):
                         self._queue.wait(left)
                     finally:
                         self._gathering = 0
-            room = self.limit - len(group)
+            room = self._pace.limit - len(group)
             if not self._waiting or room <= 0:
                 return False
             group += self._waiting[:room]
