@@ -662,7 +662,7 @@ def test_a_key_file_made_by_another_process_meanwhile_is_never_overwritten(
     """Two processes starting on a fresh keys directory: both find no key, both write one. The
     second must be told (and then use the first's), never replace it: the first already wraps
     data keys with the key it holds."""
-    import oh.config
+    import oh.config.keys
     from oh.errors import AlreadyExists
     from oh.keys import MasterKey, read_master_key, write_master_key
 
@@ -675,9 +675,9 @@ def test_a_key_file_made_by_another_process_meanwhile_is_never_overwritten(
         write_master_key(keys / "master.key", MasterKey.generate())
     monkeypatch.undo()
     assert read_master_key(keys / "master.key") == first
-    real = oh.config.load_master_keys
-    monkeypatch.setattr(oh.config, "load_master_keys", lambda *args: None)
-    monkeypatch.setattr(oh.config, "_data_keys", lambda path: {})
+    real = oh.config.keys.load_master_keys
+    monkeypatch.setattr(oh.config.keys, "load_master_keys", lambda *args: None)
+    monkeypatch.setattr(oh.config.keys, "_data_keys", lambda path: {})
     locations = oh.config.Locations(tmp_path / "data", keys_dir=keys)
     assert oh.config.start_master_key(locations) is None  # the first's key is used
     monkeypatch.undo()
