@@ -252,3 +252,44 @@ def test_the_sixth_tool_is_gone_once_undeclared(tmp_path: Path) -> None:
         assert json.dumps(answer).count("remember, query, read, explain, recall") == 1
     finally:
         host.close()
+
+
+def test_mcp_tells_the_agent_each_tools_hints_from_its_flags(tmp_path: Path) -> None:
+    """``tools/list`` over the official client: remember may remove records and is safe to
+    retry with its request id; every other tool only reads; none reaches outside Oh."""
+    host = Host(
+        LibsqlMemoryStore(tmp_path / "memory.db"),
+        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
+        LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        clock=FakeClock(),
+    )
+    try:
+        host.register_document("ann", "report")
+        notebook, _ = host.open_notebook("ann", "report", "run")
+
+        async def listed() -> dict[str, Any]:
+            server = build_server(host, agent_token=host.agent_token(notebook.id))
+            async with Client(server) as client:
+                return {tool.name: tool for tool in (await client.list_tools()).tools}
+
+        tools = anyio.run(listed)
+    finally:
+        host.close()
+    assert list(tools) == ["remember", "query", "read", "explain"]  # recall is off here
+    hints = {
+        name: (
+            tool.title,
+            tool.annotations.read_only_hint,
+            tool.annotations.destructive_hint,
+            tool.annotations.idempotent_hint,
+            tool.annotations.open_world_hint,
+        )
+        for name, tool in tools.items()
+        if tool.annotations is not None
+    }
+    assert hints == {
+        "remember": ("Remember", False, True, True, False),
+        "query": ("Query", True, None, None, False),
+        "read": ("Read", True, None, None, False),
+        "explain": ("Explain", True, None, None, False),
+    }
