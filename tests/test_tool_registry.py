@@ -140,6 +140,16 @@ COUNT = Tool(
 )
 
 
+def _host(directory: Path) -> Host:
+    """A host over embedded files in ``directory``, on a test clock."""
+    return Host(
+        LibsqlMemoryStore(directory / "memory.db"),
+        LibsqlKnowledgeStore(directory / "knowledge.db"),
+        LibsqlHostRegistry(directory / "knowledge.db"),
+        clock=FakeClock(),
+    )
+
+
 class Served(NamedTuple):
     host: Host
     url: str
@@ -148,12 +158,7 @@ class Served(NamedTuple):
 @pytest.fixture
 def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
     monkeypatch.setitem(TOOLS, "count", COUNT)
-    host = Host(
-        LibsqlMemoryStore(tmp_path / "memory.db"),
-        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
-        LibsqlHostRegistry(tmp_path / "knowledge.db"),
-        clock=FakeClock(),
-    )
+    host = _host(tmp_path)
     endpoint = mcp_app(host)
     app = create_app(host, mcp=(endpoint.app, endpoint.lifespan), reads_inline=True)
     try:
@@ -238,12 +243,7 @@ def test_a_sixth_tool_is_one_declaration(served: Served) -> None:
 def test_the_sixth_tool_is_gone_once_undeclared(tmp_path: Path) -> None:
     """The fixture above restores the registry: the declaration is the only trace."""
     assert "count" not in TOOLS
-    host = Host(
-        LibsqlMemoryStore(tmp_path / "memory.db"),
-        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
-        LibsqlHostRegistry(tmp_path / "knowledge.db"),
-        clock=FakeClock(),
-    )
+    host = _host(tmp_path)
     try:
         host.register_document("ann", "report")
         notebook, _ = host.open_notebook("ann", "report", "run")
@@ -257,12 +257,7 @@ def test_the_sixth_tool_is_gone_once_undeclared(tmp_path: Path) -> None:
 def test_mcp_tells_the_agent_each_tools_hints_from_its_flags(tmp_path: Path) -> None:
     """``tools/list`` over the official client: remember may remove records and is safe to
     retry with its request id; every other tool only reads; none reaches outside Oh."""
-    host = Host(
-        LibsqlMemoryStore(tmp_path / "memory.db"),
-        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
-        LibsqlHostRegistry(tmp_path / "knowledge.db"),
-        clock=FakeClock(),
-    )
+    host = _host(tmp_path)
     try:
         host.register_document("ann", "report")
         notebook, _ = host.open_notebook("ann", "report", "run")

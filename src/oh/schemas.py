@@ -17,6 +17,8 @@ and the server equal on everything else (``stress/published_schemas.py``, small 
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from oh.core.identifiers import identifier_schema
@@ -187,7 +189,12 @@ RESULTS: dict[str, dict[str, Any]] = {
 }
 
 _BODY_VALIDATORS = {what: compile_schema(schema) for what, schema in BODIES.items()}
-_VALIDATORS = {name: compile_schema(schema) for name, schema in ARGUMENTS.items()}
+
+
+@functools.cache
+def _validator(tool: str) -> Callable[[Any], Any]:
+    # Compiled when first asked for: each tool's parser holds its own (``oh.tools``).
+    return compile_schema(ARGUMENTS[tool])
 
 
 def validate_body(what: str, body: Any) -> None:
@@ -199,4 +206,4 @@ def validate_body(what: str, body: Any) -> None:
 def validate_arguments(tool: str, arguments: Any) -> None:
     """Check ``arguments`` against the tool's published schema alone (its parser does more);
     ``invalid_argument`` naming the offending place otherwise."""
-    check_schema(_VALIDATORS[tool], tool, arguments)
+    check_schema(_validator(tool), tool, arguments)

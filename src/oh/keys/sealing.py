@@ -1,5 +1,5 @@
-"""Sealed notebooks (docs/keys.md): content sealed on its way into a SQL backend, opened on its
-way out, in one place for both backends.
+"""Sealed notebooks (docs/keys.md): content sealed on its way into a store, opened on its way
+out, in one place for every backend that seals; no SQL here.
 
 What is sealed is a notebook's content: the canonical JSON of each logged change and of each
 current record, and a kept answer's question, parameters and rows. Names, digests, versions,
@@ -21,7 +21,6 @@ from oh.keys.cipher import SEALED, Keyring, NotebookCipher
 __all__ = [
     "ANSWER_SEALED",
     "LOST_KEYS_FIX",
-    "NOTEBOOKS_TO_SEAL",
     "SEALED_MARKER",
     "Sealing",
     "check_keys_fit",
@@ -229,10 +228,6 @@ def open_answer_row(
 # without a key are refused, never sealed as they are: whoever can write the database but not the
 # key store could otherwise have forged notes sealed for them.
 SEALED_MARKER = "memory_sealed"
-# The notebooks a first sealed open seals: every one that is not closed.
-NOTEBOOKS_TO_SEAL = (
-    "SELECT id FROM notebooks WHERE state IN ('opening', 'open', 'expired') ORDER BY id"
-)
 
 
 def is_plain(value: Any) -> bool:

@@ -24,7 +24,6 @@ from oh.core.seals import notebook_seal, opened_seal, row_seal
 from oh.errors import IntegrityError, NotFound, Purged
 from oh.keys import Keyring, NotebookCipher
 from oh.keys.sealing import (
-    NOTEBOOKS_TO_SEAL,
     SEALED_MARKER,
     check_keys_fit,
     cipher_for_sealing,
@@ -58,6 +57,11 @@ from oh.storage.rows import (
 from oh.storage.sql import Connection, SqlDatabase
 
 __all__ = ["RECORD_COLUMNS", "SqlMemoryBackend", "SqlMemoryStore"]
+
+# The notebooks a first sealed open seals: every one that is not closed.
+NOTEBOOKS_TO_SEAL = (
+    "SELECT id FROM notebooks WHERE state IN ('opening', 'open', 'expired') ORDER BY id"
+)
 
 RECORD_COLUMNS = "name, kind, content, digest, author, written_at, version"
 
