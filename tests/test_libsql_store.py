@@ -4,6 +4,8 @@ plus the checks only an embedded file can have (durability settings, driver erro
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -134,6 +136,17 @@ class LibsqlLifecycleHarness(LibsqlHarness):
 
     def files(self) -> list[Path]:
         return [self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")]
+
+    @contextmanager
+    def reader(self) -> Iterator[None]:
+        conn = connect(self.path, driver=self.driver)
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT count(*) FROM log").fetchall()  # the snapshot starts here
+            yield
+            conn.execute("ROLLBACK")
+        finally:
+            conn.close()
 
 
 class TestLibsqlNotebookLifecycle(NotebookLifecycleConformance):

@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -211,6 +212,45 @@ def test_a_destroyed_key_is_in_no_file_of_the_key_cluster(
         assert _cluster_files_holding(key_cluster, kept)
     finally:
         shredder.close()
+        store.close()
+
+
+@contextlib.contextmanager
+def _reader_on(url: str) -> Iterator[psycopg.Connection]:
+    """A transaction whose snapshot is taken at once and kept until the block ends."""
+    with psycopg.connect(url) as conn:
+        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        conn.execute("SELECT count(*) FROM key_markers").fetchall()
+        yield conn
+        conn.rollback()
+
+
+def test_a_key_destroyed_under_an_older_reader_leaves_the_files_when_the_reader_ends(
+    key_cluster: PostgresCluster, keys: Schema, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An older snapshot may still see the deleted key, so ``VACUUM FULL`` would copy it into
+    the new file: the compaction waits for it; one that outlives the wait leaves the mark."""
+    store = PostgresKeyStore(keys.url())
+    impatient = PostgresKeyStore(keys.url(), compaction_wait=0.3)
+    waited, outlived = os.urandom(60), os.urandom(60)
+    try:
+        store.put("nb-waited", "m1", waited)
+        store.put("nb-outlived", "m1", outlived)
+        with _reader_on(keys.url()) as reader:
+            threading.Timer(0.3, reader.rollback).start()  # ends while the compaction waits
+            assert store.destroy(["nb-waited"]) == 1
+        assert _cluster_files_holding(key_cluster, waited) == []
+        assert store.marker(COMPACTION_DUE) is None
+        with _reader_on(keys.url()):
+            assert impatient.destroy(["nb-outlived"]) == 1  # the reader outlives the wait
+            assert "transactions older than it are still open" in caplog.text
+            assert store.marker(COMPACTION_DUE) is not None
+            assert _cluster_files_holding(key_cluster, outlived)
+        store.put("nb-next", "m1", os.urandom(60))  # the next key created compacts again
+        assert _cluster_files_holding(key_cluster, outlived) == []
+        assert store.marker(COMPACTION_DUE) is None
+    finally:
+        impatient.close()
         store.close()
 
 

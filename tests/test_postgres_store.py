@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,14 @@ class PostgresLifecycleHarness(PostgresHarness):
         assert row is not None
         database = cluster.data / "base" / str(row[0])
         return sorted(p for p in database.iterdir() if p.is_file()) + cluster.wal_files()
+
+    @contextmanager
+    def reader(self) -> Iterator[None]:
+        with psycopg.connect(self.schema.url()) as conn:
+            conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            conn.execute("SELECT count(*) FROM notebooks").fetchall()  # the snapshot starts here
+            yield
+            conn.rollback()
 
 
 class TestPostgresNotebookLifecycle(NotebookLifecycleConformance):

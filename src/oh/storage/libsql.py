@@ -20,7 +20,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
@@ -142,6 +142,7 @@ translated = _Translated()
 
 
 BUSY_WAIT_SECONDS = 5.0
+CHECKPOINT_PAUSE = 0.01  # seconds between two tries of a truncating checkpoint
 
 
 def when_free(conn: Any, sql: str, wait: float = BUSY_WAIT_SECONDS) -> None:
@@ -164,6 +165,24 @@ def when_free(conn: Any, sql: str, wait: float = BUSY_WAIT_SECONDS) -> None:
                 raise
         time.sleep(pause * (0.5 + random.random()))
         pause = min(pause * 2, 0.02)
+
+
+def truncate_wal(conn: Any, lock: AbstractContextManager[Any], wait: float) -> bool:
+    """Checkpoint the WAL into the file and truncate it; False if a reader still on an older
+    snapshot kept part of it alive for ``wait`` seconds.
+
+    SQLite copies back only the frames every reader has moved past, so the WAL that carried
+    forgotten rows stays while a transaction older than their delete is open. Each try holds
+    ``lock`` (the caller's writer lock, reentrant); between tries writers go on."""
+    deadline = time.monotonic() + wait
+    while True:
+        with lock, translated():
+            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy == 0:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(CHECKPOINT_PAUSE)
 
 
 def open_driver(path: str | Path, driver: Driver = "sqlite3") -> Any:
@@ -607,11 +626,11 @@ class LibsqlDatabase:
         """Make deleted bytes leave the files: ``VACUUM`` rewrites every page (secure_delete
         zeroes a deleted cell in place, but a b-tree rebalance can leave copies of cells in the
         free part of a rebuilt page), then the WAL that carried the old pages is checkpointed
-        and truncated. False if readers kept part of the WAL alive (the next pass finishes)."""
+        and truncated (``truncate_wal``). False if a reader older than the compaction kept
+        part of the WAL alive past ``busy_wait`` (the next pass finishes)."""
         with self._lock, translated():
             when_free(self._conn, "VACUUM", self.busy_wait)
-            busy, _, _ = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-        return bool(busy == 0)
+        return truncate_wal(self._conn, self._lock, self.busy_wait)
 
     def close(self) -> None:
         with self._lock, self._reader_lock, translated():
@@ -1042,7 +1061,7 @@ class LibsqlPurgeAccess:
         if not Path(path).exists():
             raise NotFound(f"no memory database at {path}")
         self._shredder = shredder
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: compaction's checkpoint takes it again
         self.busy_wait = busy_wait
         try:
             self._conn = sqlite3.connect(
@@ -1178,12 +1197,11 @@ class LibsqlPurgeAccess:
                 self._conn.set_authorizer(None)
                 try:
                     self._conn.execute("VACUUM")
-                    busy = self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    return truncate_wal(self._conn, self._lock, self.busy_wait)
                 finally:
                     self._conn.set_authorizer(purge_authorizer)
             except sqlite3.Error as exc:
                 raise translate(ValueError(str(exc))) from exc
-        return bool(busy == 0)
 
     def close(self) -> None:
         with self._lock:

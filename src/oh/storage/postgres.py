@@ -31,6 +31,7 @@ servers starting at once by a transaction-scoped advisory lock.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -87,9 +88,13 @@ __all__ = [
     "translated",
 ]
 
+logger = logging.getLogger("oh.storage")
+
 MEMORY_MIGRATIONS = "oh.storage.migrations.postgres"
 POOL_TIMEOUT = 10.0  # seconds to wait for a free connection before storage_unavailable
 CHECK_AFTER_IDLE = 1.0  # seconds idle in the pool after which a connection is checked on checkout
+# Seconds a full compaction waits for transactions older than it to end (``_vacuum``).
+COMPACTION_WAIT = 60.0
 EXTRA_HINT = "PostgreSQL storage needs the postgres extra: pip install 'oh-memory[postgres]'"
 _ALL = 2**31 - 1  # oh_expired_notebooks' limit when the ids it is asked about are given
 
@@ -360,8 +365,10 @@ class PostgresDatabase:
         timeout: float = POOL_TIMEOUT,
         application_name: str = "oh",
         full_compaction: bool = True,
+        compaction_wait: float = COMPACTION_WAIT,
     ) -> None:
         self.full_compaction = full_compaction
+        self.compaction_wait = compaction_wait
         _, psycopg_pool = _psycopg()
         self._check = check = _CheckWhenIdle(psycopg_pool.ConnectionPool.check_connection)
         self._pool: ConnectionPool[Any] = psycopg_pool.ConnectionPool(
@@ -440,8 +447,15 @@ class PostgresDatabase:
 
     def _vacuum(self, tables: Sequence[str], *, full: bool) -> bool:
         """``VACUUM`` (or ``VACUUM FULL``) the tables; with ``full``, also switch to a new WAL
-        segment and checkpoint so the segments that logged deleted rows are released. Returns
-        False if this role may not do the WAL step (the server's next checkpoint will)."""
+        segment and checkpoint so the segments that logged deleted rows are released.
+
+        A transaction whose snapshot is older than a forget may still see the forgotten rows,
+        so ``VACUUM FULL`` copies them into the new files ("recently dead") for as long as it
+        lives: a full compaction first waits, up to ``compaction_wait`` seconds, for every
+        transaction open in this database when it began to end (as ``CREATE INDEX
+        CONCURRENTLY`` waits for older snapshots). Returns False if one outlived the wait (the
+        next compaction finishes the job) or if this role may not do the WAL step (the server's
+        next checkpoint will)."""
         psycopg, _ = _psycopg()
         sql = psycopg.sql
         statement = sql.SQL("VACUUM {}{}").format(
@@ -451,6 +465,7 @@ class PostgresDatabase:
         with translated(), self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction
             try:
+                settled = self._older_transactions_ended(conn) if full else True
                 conn.execute(statement)
                 if not full:
                     return True
@@ -459,13 +474,45 @@ class PostgresDatabase:
                     conn.execute("CHECKPOINT")
                 except psycopg.errors.InsufficientPrivilege:
                     return False
-                return True
+                return settled
             finally:
                 conn.autocommit = False
+
+    def _older_transactions_ended(self, conn: psycopg.Connection[Any]) -> bool:
+        """Wait until every transaction open in this database now has ended, or
+        ``compaction_wait`` has passed (False, with a warning naming the processes).
+
+        Each transaction holds a lock on its own virtual transaction id, which ``pg_locks``
+        shows to every role; a new transaction gets a new id, so an id gone is a transaction
+        ended. (A standby's queries reported through ``hot_standby_feedback`` and replication
+        slots hold rows back too, and show no such lock: docs/postgres.md.)"""
+        older = set(conn.execute(_OPEN_TRANSACTIONS).fetchall())
+        deadline = time.monotonic() + self.compaction_wait
+        while older:
+            if time.monotonic() >= deadline:
+                pids = sorted({pid for pid, _ in older})
+                logger.warning(
+                    "compaction: transactions older than it are still open (server processes"
+                    " %s); what they can see stays in the files until the next compaction",
+                    ", ".join(map(str, pids)),
+                )
+                return False
+            time.sleep(COMPACTION_POLL)
+            older &= set(conn.execute(_OPEN_TRANSACTIONS).fetchall())
+        return True
 
     def close(self) -> None:
         with translated():
             self._pool.close()
+
+
+# The transactions open in this database but for this one: (process id, virtual transaction id).
+_OPEN_TRANSACTIONS = (
+    "SELECT l.pid, l.virtualxid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+    " WHERE l.locktype = 'virtualxid' AND l.granted AND l.pid <> pg_backend_pid()"
+    " AND a.datname = current_database()"
+)
+COMPACTION_POLL = 0.05  # seconds between two looks at the open transactions
 
 
 # verify's view of the current records (``MemoryStore.record_checks``): stamps, no content.
@@ -836,15 +883,20 @@ class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
         (``compact``), which a forget does not wait for.
         """
         stamp = utc_text(now)
+        if self._keyring is not None:
+            # Crypto-shredding: the key goes first, durably, in its own step; from then on no
+            # copy of this notebook's content anywhere (a base backup, the WAL archive) can be
+            # opened. The rows follow. No transaction of this store is open meanwhile: the key
+            # store's compaction waits for every older transaction of its database to end.
+            with self._read() as conn:
+                state = self._notebook(conn, notebook_id).state
+            if state in ("purged", "empty"):
+                check_not_closed(notebook_id, state)
+            self._keyring.destroy([notebook_id])
         with self._write() as conn:
             notebook = self._notebook(conn, notebook_id, lock=True)
             if notebook.state in ("purged", "empty"):
                 check_not_closed(notebook_id, notebook.state)
-            if self._keyring is not None:
-                # Crypto-shredding: the key goes first, durably, in its own step; from then on
-                # no copy of this notebook's content anywhere (a base backup, the WAL archive)
-                # can be opened. The rows follow.
-                self._keyring.destroy([notebook_id])
             # The tombstone's seal is chained in SQL, exactly as the purge functions chain it.
             conn.execute(
                 "UPDATE notebooks SET state = 'purged', purged_at = ?,"

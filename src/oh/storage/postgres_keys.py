@@ -97,27 +97,34 @@ class PostgresKeyStore(PostgresDatabase):
 
     def destroy(self, notebook_ids: Iterable[str]) -> int:
         """Delete the keys in one transaction, then compact (``compact``): when this returns,
-        no file of this cluster holds them."""
+        no file of this cluster holds them. If the compaction could not finish (a transaction
+        older than it outlived its wait), the delete leaves the purge worker's mark, so the
+        next key created compacts again."""
         ids = list(notebook_ids)
         if not ids:
             return 0
         with self._transaction() as conn:
             row = conn.execute(
-                "WITH gone AS (DELETE FROM data_keys WHERE notebook_id = ANY(%s) RETURNING 1)"
-                " SELECT count(*) FROM gone",
-                (ids,),
+                "WITH gone AS (DELETE FROM data_keys WHERE notebook_id = ANY(%s) RETURNING 1),"
+                " mark AS (INSERT INTO key_markers (name, value)"
+                " SELECT %s, gen_random_uuid()::TEXT WHERE EXISTS (SELECT FROM gone)"
+                " ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value RETURNING value)"
+                " SELECT (SELECT count(*) FROM gone), (SELECT value FROM mark)",
+                (ids, COMPACTION_DUE),
             ).fetchone()
-        gone = int(row[0]) if row is not None else 0
+        gone, due = (int(row[0]), row[1]) if row is not None else (0, None)
         if gone:
-            self.compact()
+            self.compact(due=due)
         return gone
 
     def compact(self, *, due: str | None = None) -> bool:
         """``VACUUM FULL`` of the keys table, a WAL switch and a checkpoint; then the purge
         worker's mark (``due``, as read) is cleared. False if this role may not do the WAL step
-        (``pg_checkpoint``, granted by ``oh postgres roles``)."""
+        (``pg_checkpoint``, granted by ``oh postgres roles``) or if a transaction older than
+        the compaction outlived its wait; the purge worker's mark then stays, so the next key
+        created compacts again."""
         done = self._vacuum(list(KEY_TABLES), full=True)
-        if due is not None:
+        if due is not None and done:
             with self._transaction() as conn:
                 conn.execute(
                     "DELETE FROM key_markers WHERE name = %s AND value = %s", (COMPACTION_DUE, due)

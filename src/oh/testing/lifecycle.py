@@ -8,7 +8,9 @@ scan.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -51,6 +53,11 @@ class LifecycleHarness(StoreHarness, Protocol):
 
     def files(self) -> list[Path] | None:
         """The database's files (main file, WAL, ...) to scan, or None if not file-based."""
+        ...
+
+    def reader(self) -> AbstractContextManager[None]:
+        """A read transaction on a connection of its own, its snapshot taken on entry and kept
+        until exit (a file-based harness; entered and left in one thread)."""
         ...
 
 
@@ -606,6 +613,47 @@ class NotebookLifecycleConformance:
         assert leftover == []
         if how == "forget":
             assert store.records(keep.id)[0].verified_content()["text"] == "still here"
+
+    def test_compaction_waits_for_a_reader_older_than_the_forget(
+        self,
+        harness: LifecycleHarness,
+        notebooks: Notebooks,
+        store: MemoryStore,
+        clock: FakeClock,
+    ) -> None:
+        """A transaction open since before a forget may still see the forgotten rows, so the
+        database keeps them for it; compaction waits for it to end, then leaves nothing."""
+        if harness.files() is None:
+            not_offered(harness, FILES, "the backend keeps its rows in no file")
+        notebook = notebooks.open("ann", "doc", "run-1")
+        for version in range(5):
+            text = f"{MARKER} #{version} " + "reef " * 150
+            write(store, notebook.id, version, f"r-{version}", add(f"note:n{version}", text))
+        marker = MARKER.encode()
+        opened, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with harness.reader():
+                opened.set()
+                release.wait(60)
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        try:
+            assert opened.wait(30)
+            threading.Timer(0.5, release.set).start()  # the reader ends while compaction waits
+            notebooks.forget(notebook.id, "ann")  # which compacts, on a backend where it does
+            compacted = store.compact()
+        finally:
+            release.set()
+            holder.join(30)
+        assert compacted
+        leftover = [
+            str(path)
+            for path in harness.files() or []
+            if path.exists() and marker in path.read_bytes()
+        ]
+        assert leftover == []
 
     def test_a_forgotten_or_purged_notebook_verifies(
         self, notebooks: Notebooks, store: MemoryStore, clock: FakeClock, access: PurgeAccess
