@@ -332,21 +332,45 @@ class _CheckWhenIdle:
         self._check = check
         self._returned: WeakKeyDictionary[Any, float] = WeakKeyDictionary()
 
-    @contextmanager
-    def connection(self, pool: ConnectionPool[Any]) -> Iterator[psycopg.Connection[Any]]:
+    def connection(self, pool: ConnectionPool[Any]) -> _Checkout:
         """``pool.connection()``, noting when the connection goes back. (Not the pool's
         ``reset`` callback: with one the pool returns every connection through its worker
         thread, which the next checkout waits for.)"""
-        with pool.connection() as conn:
-            try:
-                yield conn
-            finally:
-                self._returned[conn] = time.monotonic()
+        return _Checkout(pool, self._returned)
 
     def __call__(self, conn: Any) -> None:
         returned = self._returned.get(conn)
         if returned is None or time.monotonic() - returned >= CHECK_AFTER_IDLE:
             self._check(conn)
+
+
+_IDLE = 0  # psycopg.pq.TransactionStatus.IDLE: no transaction open, nothing to commit
+
+
+class _Checkout:
+    """What ``pool.connection()`` does (a connection out; at the end its transaction committed,
+    or rolled back on an error, and the connection back), without its two generator-based
+    context managers: about 5 µs of CPU less a call, on the path every ``remember`` takes."""
+
+    __slots__ = ("_conn", "_pool", "_returned")
+
+    def __init__(self, pool: ConnectionPool[Any], returned: WeakKeyDictionary[Any, float]) -> None:
+        self._pool = pool
+        self._returned = returned
+
+    def __enter__(self) -> psycopg.Connection[Any]:
+        conn: psycopg.Connection[Any] = self._pool.getconn()
+        self._conn = conn
+        return conn
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        conn = self._conn
+        try:
+            if kind is not None or conn.pgconn.transaction_status != _IDLE:
+                conn.__exit__(kind, None, None)  # commit, or roll back (a pool's stays open)
+        finally:
+            self._returned[conn] = time.monotonic()
+            self._pool.putconn(conn)
 
 
 class PostgresDatabase:
