@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from oh.core.changes import parse_changes
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, connect
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.tools import Caller, Tools

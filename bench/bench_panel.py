@@ -41,12 +41,12 @@ from fastapi import Response
 
 from oh.config import Locations, open_host, open_memory_store
 from oh.core.changes import MAX_CHANGES, parse_changes
-from oh.http import create_app
-from oh.panel.layout import Chrome
-from oh.panel.memory import PAGE_SIZE, PanelQuery, notebook_view, render_notebook
 from oh.testing.browser import CHROMIUM, CHROMIUM_ARGS
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import in_thread
+from oh.transports.http import create_app
+from oh.transports.panel.layout import Chrome
+from oh.transports.panel.memory import PAGE_SIZE, PanelQuery, notebook_view, render_notebook
 
 KINDS = ("lead", "finding", "dataset", "figure")
 TIMING = """async () => {

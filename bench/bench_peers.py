@@ -132,7 +132,7 @@ class Oh(Store):
 
     def _build(self) -> None:
         from oh.keys import Keyring, MasterKeys
-        from oh.notebooks import Notebooks
+        from oh.services.notebooks import Notebooks
         from oh.storage.key_store import LibsqlKeyStore
         from oh.storage.libsql import LibsqlMemoryStore
         from oh.storage.libsql_knowledge import LibsqlKnowledgeStore

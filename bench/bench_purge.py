@@ -24,7 +24,7 @@ from typing import Any
 from oh.config import embedded_driver
 from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
-from oh.notebooks import purge_expired
+from oh.services.notebooks import purge_expired
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, open_driver
 
 NOTES = 100

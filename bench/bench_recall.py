@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 
 from oh.core.changes import parse_changes
-from oh.notebooks import Notebooks
 from oh.recall import IndexSettings, Recall, VectorIndex, render
 from oh.recall.embedders import HashingEmbedder, LocalEmbedder, import_usearch
+from oh.services.notebooks import Notebooks
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_vectors import LibsqlVectorStore
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from oh.config import embedded_driver
 from oh.keys import Keyring, MasterKey, MasterKeys
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore, open_driver
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore

@@ -39,7 +39,7 @@ PACKAGE_DATA = (  # pyproject.toml's [tool.setuptools.package-data], as files un
     "py.typed",
     "storage/migrations/*/*.sql",
     "profiles/shipped/*.json",
-    "panel/static/*",
+    "transports/panel/static/*",
 )
 
 

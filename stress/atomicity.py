@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import Target, common_arguments, postgres_target, report, scratch, seed_of
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.testing.lifecycle import FakeClock
 from oh.testing.tools import SECRET
 from oh.tools import Caller, Tools

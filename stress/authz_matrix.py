@@ -64,8 +64,8 @@ from harness import (
 from oh.core.changes import parse_changes
 from oh.core.clock import utc_text
 from oh.core.notebook import new_notebook_id
-from oh.panel.sessions import SESSION_COOKIE
 from oh.testing.memory_store import T0
+from oh.transports.panel.sessions import SESSION_COOKIE
 
 SOURCE = {"document": "hughes-2018.pdf", "passage": "Recovery took ten years.", "locator": "p. 4"}
 DENIALS = {"unauthenticated", "forbidden", "not_found"}
@@ -552,7 +552,7 @@ POSTGRES_ONLY: list[tuple[str, tuple[str, ...]]] = [
 
 def purge_world(target: Target) -> dict[str, str]:
     """One notebook in each situation, written by the application, then closed."""
-    from oh.notebooks import Notebooks
+    from oh.services.notebooks import Notebooks
 
     store = target.open()
     try:
@@ -639,7 +639,7 @@ def _observer(target: Target, access: Any) -> Any:
 
 def purge_attempts(target: Target, ids: dict[str, str]) -> dict[str, Any]:
     """Every forbidden attempt through the purge credential, then the purge it may do."""
-    from oh.notebooks import purge_expired
+    from oh.services.notebooks import purge_expired
 
     access = target.purge_access()
     snapshot = _observer(target, access)

@@ -66,9 +66,9 @@ from harness import common_arguments, report, scratch, seed_of
 from oh.core.changes import fingerprint_and_log, parse_changes
 from oh.errors import IntegrityError, Purged
 from oh.keys import SEALED_VECTOR, Keyring, MasterKey, MasterKeys, NotebookCipher
-from oh.knowledge import Knowledge
-from oh.notebooks import Notebooks
 from oh.recall import HashingEmbedder, Recall
+from oh.services.knowledge import Knowledge
+from oh.services.notebooks import Notebooks
 from oh.storage.base import MemoryStore, PurgeAccess
 from oh.storage.key_store import KeyShredder, LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess

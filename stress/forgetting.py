@@ -48,7 +48,7 @@ from harness import (
 )
 from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
-from oh.notebooks import purge_expired
+from oh.services.notebooks import purge_expired
 from oh.storage.base import MemoryStore
 from oh.testing.memory_store import T0
 from oh.testing.tools import SECRET

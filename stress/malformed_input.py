@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 from harness import Server, common_arguments, report, scratch, seed_of
 from oh.errors import HTTP_STATUS
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.tools import ARGUMENT_NAMES, SECRET

@@ -31,7 +31,7 @@ from typing import Any
 from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
 from oh.errors import Purged
-from oh.notebooks import purge_expired
+from oh.services.notebooks import purge_expired
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
 from oh.testing.memory_store import T0
 

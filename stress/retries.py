@@ -35,7 +35,7 @@ from typing import Any
 import httpx
 
 from harness import Server, Target, common_arguments, report, scratch, seed_of
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.testing.lifecycle import FakeClock
 from oh.testing.tools import SECRET
 from oh.tools import Caller, Tools

@@ -1,9 +1,9 @@
 """schemathesis hooks for Oh: what a JSON Schema cannot say, supplied to schema-valid cases.
 
 A published schema says everything JSON Schema can say about a request; a few rules relate two
-values or need the server's own signature (``oh.schemas.RELATIONAL_RULES``). In positive mode a
-generated case that breaks one of those is not a valid request, so the hooks mend exactly those
-and nothing else:
+values or need the server's own signature (``oh.tools.schemas.RELATIONAL_RULES``). In positive
+mode a generated case that breaks one of those is not a valid request, so the hooks mend
+exactly those and nothing else:
 
 * a record's ``kind``, when given, becomes its name's prefix; its links stop naming itself;
   the changes of one call name each record once;

@@ -80,7 +80,7 @@ from oh.core.reviewed import Decision, accepted_version
 from oh.errors import OhError
 from oh.keys import MasterKey, MasterKeys
 from oh.keys.macs import KnowledgeMacs, RowKind
-from oh.knowledge import Knowledge
+from oh.services.knowledge import Knowledge
 from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.memory import InMemoryStore
 from oh.storage.rows import KINDS, PROPOSAL, REVIEWED, proposal_from_row

@@ -34,8 +34,6 @@ from oh.core.clock import system_clock
 from oh.core.notebook import Notebook
 from oh.errors import OhError
 from oh.host import Host, HostSettings
-from oh.http import create_app
-from oh.mcp import mcp_app
 from oh.storage.base import MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
@@ -43,6 +41,8 @@ from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import in_thread
 from oh.tools import TOOLS
+from oh.transports.http import create_app
+from oh.transports.mcp import mcp_app
 
 MCP_HEADERS = {
     "Accept": "application/json, text/event-stream",

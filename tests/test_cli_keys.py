@@ -46,7 +46,7 @@ from oh.keys import (
     MasterKey,
     MasterKeys,
 )
-from oh.notebooks import purge_expired
+from oh.services.notebooks import purge_expired
 from oh.storage.key_store import KEY_STORE_FILE, LibsqlKeyStore
 from oh.testing.knowledge import publish_by_review
 from oh.testing.memory_store import T0, add, open_notebook, write

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from oh.core.changes import parse_changes
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.libsql import LibsqlMemoryStore
 
 

@@ -297,7 +297,7 @@ def test_every_method_is_documented_on_the_users_page() -> None:
 
 
 def test_the_clients_body_limit_is_the_servers() -> None:
-    from oh.http import MAX_BODY_BYTES
+    from oh.transports.http import MAX_BODY_BYTES
 
     assert oh.client.MAX_BODY_BYTES == MAX_BODY_BYTES
 

@@ -25,7 +25,7 @@ import pytest
 from oh import LibsqlMemoryStore
 from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.errors import Forbidden, NotFound, StorageUnavailable
-from oh.schemas import ARGUMENTS
+from oh.tools.schemas import ARGUMENTS
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "sponge"

@@ -347,8 +347,8 @@ def test_the_store_and_the_http_batches_keep_one_pace(store: LibsqlMemoryStore) 
     """After a flush of several, the next may wait for as many, half that flush's time and at
     most 1 ms; after a lone call, never. The store's group commit and the HTTP server's batches
     of remember calls are paced by the same rule (``oh.storage.group_commit.Pace``)."""
-    from oh.http import _Batches
     from oh.storage.group_commit import Pace
+    from oh.transports.http import _Batches
 
     pace = Pace()
     assert pace.company() == 0.0 and not pace.worth_waiting(1)

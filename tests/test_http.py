@@ -655,14 +655,14 @@ def test_the_owner_forgets_one_note_over_http(
 def test_a_tool_call_answered_before_the_router_answers_exactly_as_the_declared_route(
     tmp_path: Path,
 ) -> None:
-    """Tool calls skip FastAPI's router (``oh.http._HostApp``); under a ``root_path`` they take
-    the declared route instead. Both answer every body, good or bad, with the same status,
+    """Tool calls skip FastAPI's router (``oh.transports.http._HostApp``); under a ``root_path``
+    they take the declared route instead. Both answer every body, good or bad, with the same status,
     headers and bytes, and a refused body changes nothing on either."""
     import asyncio
     from datetime import UTC, datetime
 
     from oh.config import Locations, open_host
-    from oh.http import MAX_BODY_BYTES, create_app
+    from oh.transports.http import MAX_BODY_BYTES, create_app
 
     at = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
     host = open_host(Locations.resolve(str(tmp_path / "data")), clock=lambda: at)

@@ -21,7 +21,7 @@ import pytest
 
 from oh.errors import StorageUnavailable
 from oh.keys import Keyring, MasterKey, MasterKeys
-from oh.notebooks import purge_expired
+from oh.services.notebooks import purge_expired
 from oh.storage.key_store import KeyShredder, LibsqlKeyStore
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
 from oh.testing.memory_store import T0, add, open_notebook, write

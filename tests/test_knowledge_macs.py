@@ -21,7 +21,7 @@ from oh.core.reviewed import Decision, accepted_version
 from oh.errors import IntegrityError, OhError
 from oh.keys import MasterKey, MasterKeys
 from oh.keys.macs import MARKER, KnowledgeMacs, remac
-from oh.knowledge import Knowledge
+from oh.services.knowledge import Knowledge
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.libsql import Driver, LibsqlMemoryStore

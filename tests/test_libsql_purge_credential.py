@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from oh.core.notebook import new_notebook_id
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, purge_authorizer
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, write

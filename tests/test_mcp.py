@@ -34,13 +34,13 @@ from starlette.routing import Route
 from oh.core.clock import system_clock
 from oh.core.notebook import Notebook
 from oh.host import Host, HostSettings
-from oh.mcp import BOOTSTRAP_URI, DESCRIPTIONS, build_server, mcp_app
-from oh.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.storage.base import MemoryStore
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.served import in_thread
+from oh.tools.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
+from oh.transports.mcp import BOOTSTRAP_URI, DESCRIPTIONS, build_server, mcp_app
 
 ROOT = Path(__file__).resolve().parents[1]
 FOUR = ["remember", "query", "read", "explain"]

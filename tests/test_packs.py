@@ -28,8 +28,6 @@ from oh.core.clock import utc_text
 from oh.core.records import MAX_FIELDS_BYTES, Record
 from oh.core.reviewed import revision_hash
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument, NotFound, OhError
-from oh.knowledge import Knowledge
-from oh.notebooks import Notebooks
 from oh.profiles import (
     PACK_FORMAT,
     SHIPPED_PACKS,
@@ -46,6 +44,8 @@ from oh.profiles import (
     shipped_pack,
 )
 from oh.profiles.codecs import Codec, Codecs, Params, reject
+from oh.services.knowledge import Knowledge
+from oh.services.notebooks import Notebooks
 from oh.storage.base import PackInstall
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore

@@ -30,18 +30,18 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
 
-import oh.http
+import oh.transports.http
 from oh.config import Locations, UnsealedWarning, open_host
 from oh.core.clock import Clock, system_clock
 from oh.host import Host, HostSettings
-from oh.http import create_app
-from oh.panel import SESSION_COOKIE, owner_from_request, panel_router
-from oh.panel.notebooks import DOCUMENTS_PAGE_SIZE, NOTEBOOKS_PAGE_SIZE, NOTEBOOKS_SHOWN
 from oh.profiles import shipped_pack
 from oh.testing.browser import chromium
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import free_port, in_thread
+from oh.transports.http import create_app
+from oh.transports.panel import SESSION_COOKIE, owner_from_request, panel_router
+from oh.transports.panel.notebooks import DOCUMENTS_PAGE_SIZE, NOTEBOOKS_PAGE_SIZE, NOTEBOOKS_SHOWN
 
 HOSTILE = '<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">'
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
@@ -61,7 +61,7 @@ def _app(host: Host) -> FastAPI:
 
 
 def _events_accept_the_cookie() -> bool:
-    return "owner_from_request" in inspect.getsource(oh.http)
+    return "owner_from_request" in inspect.getsource(oh.transports.http)
 
 
 # -- a host with owners, documents and an agent ---------------------------------------------

@@ -26,12 +26,12 @@ from oh.config import Locations, open_host, open_memory_store
 from oh.core.changes import MAX_CHANGES, parse_changes
 from oh.core.notebook import Notebook
 from oh.host import Host, HostSettings
-from oh.http import create_app
-from oh.panel.memory import PAGE_SIZE
 from oh.testing.browser import chromium
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import free_port, in_thread
+from oh.transports.http import create_app
+from oh.transports.panel.memory import PAGE_SIZE
 
 CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from oh.errors import AlreadyExists
-from oh.knowledge import Knowledge
+from oh.services.knowledge import Knowledge
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.storage.postgres import PostgresMemoryStore
 from oh.storage.postgres_knowledge import PostgresKnowledgeStore

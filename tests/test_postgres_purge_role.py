@@ -16,7 +16,7 @@ import pytest
 
 from oh.core.clock import from_utc_text
 from oh.core.notebook import new_notebook_id
-from oh.notebooks import Notebooks, purge_expired
+from oh.services.notebooks import Notebooks, purge_expired
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE
 from oh.storage.postgres import PostgresMemoryStore, PostgresPurgeAccess, roles_sql
 from oh.testing.lifecycle import FakeClock

@@ -12,7 +12,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from oh.errors import InvalidArgument
-from oh.schemas import ARGUMENTS, Read, parse_arguments
+from oh.tools.schemas import ARGUMENTS, Read, parse_arguments
 
 _SCHEMA = fastjsonschema.compile(ARGUMENTS["read"])
 
@@ -161,8 +161,8 @@ def _check_remember(edits: Sequence[int]) -> None:
 def _reference_remember(arguments: Any) -> Any:
     """The parse with the schema always run, as it was before the shortcut."""
     from oh.core.changes import parse_based_on, parse_changes, parse_request_id
-    from oh.schemas import Remember, validate_arguments
     from oh.tools.remember import _fields_read
+    from oh.tools.schemas import Remember, validate_arguments
 
     changes = arguments.get("changes")
     if type(changes) is list:

@@ -26,8 +26,6 @@ from oh.core.changes import Applied
 from oh.core.clock import system_clock
 from oh.core.notebook import new_notebook_id
 from oh.errors import Expired, Forbidden, IntegrityError, InvalidArgument, Purged
-from oh.knowledge import Knowledge
-from oh.notebooks import Notebooks
 from oh.recall import (
     EmbedderRejected,
     EmbedderUnavailable,
@@ -40,6 +38,8 @@ from oh.recall import (
     render,
 )
 from oh.recall.embedders import Vectors, import_usearch
+from oh.services.knowledge import Knowledge
+from oh.services.notebooks import Notebooks
 from oh.storage.libsql import CONTENT_TABLES, LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.libsql_vectors import VECTOR_TABLES, LibsqlVectorStore

@@ -23,13 +23,13 @@ from starlette.testclient import TestClient
 from oh.config import Locations, RecallConfig
 from oh.errors import InvalidArgument
 from oh.host import Host, HostSettings
-from oh.http import create_app
 from oh.recall import CatchUpWorker, HashingEmbedder, OpenAIEmbedder, Recall
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.libsql_vectors import LibsqlVectorStore
 from oh.testing.lifecycle import FakeClock
+from oh.transports.http import create_app
 
 DIMENSIONS = 32
 NOTES = {

@@ -18,7 +18,7 @@ import pytest
 from oh.core.changes import Applied
 from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import SEALED, Keyring, MasterKey, MasterKeys, NotebookCipher
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.key_store import KeyShredder, LibsqlKeyStore
 from oh.storage.libsql import Driver, LibsqlMemoryStore, LibsqlPurgeAccess
 from oh.testing.declared import DECLARED, PLAIN_CONTENT

@@ -28,7 +28,7 @@ from oh.core.changes import Applied, parse_changes
 from oh.core.decision import Call
 from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import SEALED, NotebookCipher
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.key_store import KeyShredder
 from oh.storage.log_rows import json_rows
 from oh.storage.postgres import PostgresMemoryStore, PostgresPurgeAccess

@@ -26,9 +26,6 @@ from oh.client import Client as OhClient
 from oh.client._wire import READ_ONLY_TOOLS
 from oh.core.notebook import Notebook
 from oh.host import Host
-from oh.http import create_app
-from oh.mcp import DESCRIPTIONS, build_server, mcp_app
-from oh.schemas import ARGUMENTS, RESULTS
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_host import LibsqlHostRegistry
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
@@ -43,6 +40,9 @@ from oh.tools.json_schema import (
     object_of,
     published,
 )
+from oh.tools.schemas import ARGUMENTS, RESULTS
+from oh.transports.http import create_app
+from oh.transports.mcp import DESCRIPTIONS, build_server, mcp_app
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,10 +21,11 @@ import psycopg
 import pytest
 
 from oh.core.seals import vector_seal
-from oh.knowledge import Knowledge
-from oh.notebooks import Notebooks
-from oh.query import ask
 from oh.recall import HashingEmbedder, Recall
+from oh.services.knowledge import Knowledge
+from oh.services.notebooks import Notebooks
+from oh.services.query import ask
+from oh.services.view import assemble
 from oh.storage.libsql import LibsqlMemoryStore, migrate
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.libsql_vectors import LibsqlVectorStore
@@ -35,7 +36,6 @@ from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, open_notebook, replace, write
 from oh.testing.postgres_cluster import fresh_schema, shared_cluster
 from oh.verify import verify_knowledge, verify_notebook, verify_reviewed_vectors, verify_store
-from oh.view import assemble
 
 DATA = Path(__file__).parent / "data"
 MODEL = HashingEmbedder(16).model_id

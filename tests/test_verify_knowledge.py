@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from oh.knowledge import Knowledge
+from oh.services.knowledge import Knowledge
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.testing.knowledge import SOURCE

@@ -39,7 +39,7 @@ from oh import (
 from oh.config import Locations, open_knowledge_store, open_memory_store, start_master_key
 from oh.errors import Forbidden, NotFound, OhError
 from oh.profiles import Profiles
-from oh.schemas import ARGUMENTS
+from oh.tools.schemas import ARGUMENTS
 
 __all__ = ["AGENT_TOOLS", "AgentMemory", "AgentRun", "check_owner"]
 

@@ -29,12 +29,14 @@ if _typing.TYPE_CHECKING:
     from oh.core.reviewed import ReviewedRecord as ReviewedRecord
     from oh.core.reviewed import Source as Source
     from oh.errors import OhError as OhError
-    from oh.knowledge import Decided as Decided
-    from oh.knowledge import Knowledge as Knowledge
-    from oh.notebooks import ForgetReport as ForgetReport
-    from oh.notebooks import Notebooks as Notebooks
-    from oh.notebooks import PurgeReport as PurgeReport
-    from oh.notebooks import purge_expired as purge_expired
+    from oh.services.knowledge import Decided as Decided
+    from oh.services.knowledge import Knowledge as Knowledge
+    from oh.services.notebooks import ForgetReport as ForgetReport
+    from oh.services.notebooks import Notebooks as Notebooks
+    from oh.services.notebooks import PurgeReport as PurgeReport
+    from oh.services.notebooks import purge_expired as purge_expired
+    from oh.services.view import NotebookView as NotebookView
+    from oh.services.view import view_of as view_of
     from oh.storage.base import KnowledgeSource as KnowledgeSource
     from oh.storage.base import KnowledgeStore as KnowledgeStore
     from oh.storage.base import MemoryStore as MemoryStore
@@ -49,8 +51,6 @@ if _typing.TYPE_CHECKING:
     from oh.verify import verify_knowledge as verify_knowledge
     from oh.verify import verify_notebook as verify_notebook
     from oh.verify import verify_store as verify_store
-    from oh.view import NotebookView as NotebookView
-    from oh.view import view_of as view_of
 
 # Where each public name lives (a test keeps it equal to the imports above).
 _HOMES: dict[str, tuple[str, ...]] = {
@@ -60,14 +60,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "oh.core.records": ("Record", "StoredRecord"),
     "oh.core.reviewed": ("Decision", "Proposal", "ReviewedRecord", "Source"),
     "oh.errors": ("OhError",),
-    "oh.knowledge": ("Decided", "Knowledge"),
-    "oh.notebooks": ("ForgetReport", "Notebooks", "PurgeReport", "purge_expired"),
+    "oh.services.knowledge": ("Decided", "Knowledge"),
+    "oh.services.notebooks": ("ForgetReport", "Notebooks", "PurgeReport", "purge_expired"),
     "oh.storage.base": ("KnowledgeSource", "KnowledgeStore", "MemoryStore", "PurgeAccess"),
     "oh.storage.libsql": ("LibsqlMemoryStore", "LibsqlPurgeAccess"),
     "oh.storage.libsql_knowledge": ("LibsqlKnowledgeStore",),
     "oh.tools": ("Caller", "Tools"),
     "oh.verify": ("VerifyReport", "rebuild", "verify_knowledge", "verify_notebook", "verify_store"),
-    "oh.view": ("NotebookView", "view_of"),
+    "oh.services.view": ("NotebookView", "view_of"),
 }
 _HOME = {name: module for module, names in _HOMES.items() for name in names}
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from oh.access import NO_DOCUMENT, Credentials, Documents, bearer_token
 from oh.core.canonical import input_value
 from oh.core.changes import LogEntry, Refused, parse_changes
 from oh.core.clock import Clock, system_clock, utc_text
@@ -40,9 +39,10 @@ from oh.errors import (
     StorageUnavailable,
     public_error,
 )
-from oh.knowledge import Knowledge
-from oh.notebooks import DEFAULT_LIFETIME, Notebooks
 from oh.profiles import Profiles
+from oh.services.access import NO_DOCUMENT, Credentials, Documents, bearer_token
+from oh.services.knowledge import Knowledge
+from oh.services.notebooks import DEFAULT_LIFETIME, Notebooks
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore
 from oh.tools import TOOLS, Caller, RecallService, Tools
 from oh.tools.remember import Remember

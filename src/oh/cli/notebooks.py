@@ -14,10 +14,10 @@ import json
 import os
 from typing import Any
 
-from oh.access import AGENT_TOKEN_ENV
 from oh.cli.options import read_locations, recorded_address
 from oh.cli.serve import location_flags, this_oh
 from oh.config import close_host, open_host
+from oh.services.access import AGENT_TOKEN_ENV
 
 __all__ = [
     "cmd_document",

@@ -1,10 +1,10 @@
 """``oh purge``: delete expired notebooks once, or on a schedule with ``--every``.
 
-A thin loop around ``oh.notebooks.purge_expired``: one JSON line per pass; a scheduled worker
-outlives a passing fault (it prints ``purge_failed`` and tries again) and stops on SIGTERM or
-SIGINT after the pass it is in. ``--status-file`` keeps the last pass in a small JSON file,
-replaced atomically: ``oh serve`` runs this command as its own purge worker and shows that file
-in ``/healthz`` (``oh.cli.purge_worker``).
+A thin loop around ``oh.services.notebooks.purge_expired``: one JSON line per pass; a scheduled
+worker outlives a passing fault (it prints ``purge_failed`` and tries again) and stops on
+SIGTERM or SIGINT after the pass it is in. ``--status-file`` keeps the last pass in a small
+JSON file, replaced atomically: ``oh serve`` runs this command as its own purge worker and
+shows that file in ``/healthz`` (``oh.cli.purge_worker``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from oh.cli.options import StopFlag, parse_every, read_locations
 from oh.config import open_purge_access
 from oh.core.clock import utc_text
 from oh.errors import OhError
-from oh.notebooks import purge_expired, write_purge_status
+from oh.services.notebooks import purge_expired, write_purge_status
 from oh.storage.base import OPENING_GRACE_FLOOR
 
 __all__ = ["cmd_purge", "configure_purge", "parse_grace"]

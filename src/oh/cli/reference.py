@@ -30,7 +30,7 @@ def cmd_postgres(args: argparse.Namespace) -> int:
 
 
 def cmd_schemas(args: argparse.Namespace) -> int:
-    from oh.schemas import ARGUMENTS, BODIES, RESULTS, TOOL_CONTRACT_VERSION
+    from oh.tools.schemas import ARGUMENTS, BODIES, RESULTS, TOOL_CONTRACT_VERSION
 
     print(
         json.dumps(
@@ -48,7 +48,7 @@ def cmd_schemas(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from oh.demo import run_demo
+    from oh.cli.demo import run_demo
 
     if args.data:
         # Like every command but serve and token create, it writes only into an existing

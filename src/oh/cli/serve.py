@@ -264,8 +264,8 @@ class _Worker:
         (its writes are idempotent) and every query reads the vectors it stored anyway."""
         import uvicorn
 
-        from oh.http import create_app
-        from oh.mcp import mcp_app
+        from oh.transports.http import create_app
+        from oh.transports.mcp import mcp_app
 
         host = open_agent_host(
             self.locations,
@@ -472,7 +472,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     A missing token or one for another notebook stops here, before serving; a notebook that
     expired or was forgotten is still served, and every call answers ``expired`` / ``purged``.
     """
-    from oh.mcp import AGENT_TOKEN_ENV, run_stdio
+    from oh.transports.mcp import AGENT_TOKEN_ENV, run_stdio
 
     token = os.environ.get(AGENT_TOKEN_ENV) or None
     if token is None:

@@ -34,7 +34,7 @@ class Pace:
     flush may wait for as many (``company``: half the last flush's time, at most 1 ms) rather
     than write the first alone and the rest one flush later. A lone writer's last flush held
     one call, so it never waits. Shared by the store's group commit (threads) and the HTTP
-    server's batches of remember calls (``oh.http``, on its event loop)."""
+    server's batches of remember calls (``oh.transports.http``, on its event loop)."""
 
     __slots__ = ("group", "limit", "seconds")
 

@@ -20,14 +20,14 @@ from oh.core.canonical import canonical_text
 from oh.core.records import Record
 from oh.core.reviewed import Decision, ReviewedRecord, Source
 from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound, OhError
-from oh.knowledge import Knowledge
-from oh.notebooks import Notebooks
+from oh.services.knowledge import Knowledge
+from oh.services.notebooks import Notebooks
+from oh.services.view import view_of
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
 from oh.testing.declared import ran
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import add, replace, write
 from oh.testing.tampering import require_sql
-from oh.view import view_of
 
 __all__ = [
     "KnowledgeSourceConformance",

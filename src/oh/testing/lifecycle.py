@@ -27,7 +27,7 @@ from oh.errors import (
     NotFound,
     Purged,
 )
-from oh.notebooks import Notebooks, purge_expired
+from oh.services.notebooks import Notebooks, purge_expired
 from oh.storage.base import OPENING_GRACE_FLOOR, MemoryStore, PurgeAccess
 from oh.testing.declared import FILES, not_offered, ran
 from oh.testing.memory_store import T0, StoreHarness, add, write

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from oh.knowledge import Knowledge
-from oh.notebooks import Notebooks
-from oh.schemas import RESULTS
+from oh.services.knowledge import Knowledge
+from oh.services.notebooks import Notebooks
 from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.testing.declared import ran
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 from oh.testing.tampering import Edit
 from oh.tools import Caller, Tools
+from oh.tools.schemas import RESULTS
 from oh.verify import verify_notebook
 
 __all__ = ["ToolsConformance", "ToolsHarness"]

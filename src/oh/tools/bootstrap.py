@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from oh.core.canonical import canonical_text
 from oh.tools.json_schema import DIGEST, NAME, ORIGIN, object_of, published
-from oh.tools.spec import Caller
-
-if TYPE_CHECKING:
-    from oh.tools.service import Tools
+from oh.tools.spec import Caller, Service
 
 __all__ = ["BOOTSTRAP_CHARS", "BOOTSTRAP_ROWS", "RESULT", "run"]
 
@@ -39,7 +36,7 @@ RESULT = published(
 )
 
 
-def run(tools: Tools, caller: Caller) -> dict[str, Any]:
+def run(tools: Service, caller: Caller) -> dict[str, Any]:
     """At most 24 rows or 4,000 characters of the rows' RFC 8785 form, names and digests only."""
     notebook = tools.open_notebook(caller)
     view = tools.views.of(notebook)

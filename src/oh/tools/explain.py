@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from oh.errors import InvalidArgument
-from oh.query import describe
+from oh.services.query import describe
 from oh.tools import reef
 from oh.tools.json_schema import (
     NAME,
@@ -18,10 +18,7 @@ from oh.tools.json_schema import (
     object_of,
     published,
 )
-from oh.tools.spec import Caller, Example, Tool
-
-if TYPE_CHECKING:
-    from oh.tools.service import Tools
+from oh.tools.spec import Caller, Example, Service, Tool
 
 __all__ = ["TOOL", "Explain"]
 
@@ -62,7 +59,7 @@ def parse(arguments: Any) -> Explain:
     return Explain(arguments["token"], integer_value(arguments["row"]))
 
 
-def run(tools: Tools, caller: Caller, arguments: Explain) -> dict[str, Any]:
+def run(tools: Service, caller: Caller, arguments: Explain) -> dict[str, Any]:
     notebook = tools.open_notebook(caller)
     claims = tools.signer.verify(
         arguments.token,

@@ -1,9 +1,9 @@
 """The words every published JSON Schema (draft 2020-12) is built from, and its one checker.
 
-A tool's schemas (``oh.tools``) and the owner routes' bodies (``oh.schemas``) are made of these:
-names, kinds, digests, records, changes, any JSON value. ``check_schema`` runs a compiled schema
-and turns its refusal into ``invalid_argument`` naming the place and the rule, in words a person
-reads ("must be a record name <kind>:<slug>", not the pattern).
+A tool's schemas (``oh.tools``) and the owner routes' bodies (``oh.tools.schemas``) are made of
+these: names, kinds, digests, records, changes, any JSON value. ``check_schema`` runs a
+compiled schema and turns its refusal into ``invalid_argument`` naming the place and the rule,
+in words a person reads ("must be a record name <kind>:<slug>", not the pattern).
 """
 
 from __future__ import annotations

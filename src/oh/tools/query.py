@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from oh.core.clock import from_utc_text
 from oh.errors import InvalidArgument
-from oh.query import QUESTIONS, check_question
+from oh.services.query import QUESTIONS, check_question
 from oh.tools import reef
 from oh.tools.json_schema import (
     DIGEST,
@@ -21,10 +21,7 @@ from oh.tools.json_schema import (
     object_of,
     published,
 )
-from oh.tools.spec import Caller, Example, Tool
-
-if TYPE_CHECKING:
-    from oh.tools.service import Tools
+from oh.tools.spec import Caller, Example, Service, Tool
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "TOOL", "Query"]
 
@@ -137,7 +134,7 @@ def parse(arguments: Any) -> Query:
     )
 
 
-def run(tools: Tools, caller: Caller, arguments: Query) -> dict[str, Any]:
+def run(tools: Service, caller: Caller, arguments: Query) -> dict[str, Any]:
     question = arguments.question
     notebook = tools.open_notebook(caller)
     limit = arguments.limit

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from oh.core.notebook import check_writable
 from oh.errors import NotFound
@@ -17,10 +17,7 @@ from oh.tools.json_schema import (
     published,
     whole_name,
 )
-from oh.tools.spec import Caller, Example, Tool
-
-if TYPE_CHECKING:
-    from oh.tools.service import Tools
+from oh.tools.spec import Caller, Example, Service, Tool
 
 __all__ = ["TOOL", "Read"]
 
@@ -104,7 +101,7 @@ def parse(arguments: Any) -> Read:
     return Read(arguments["name"], arguments.get("digest"), arguments.get("origin"))
 
 
-def run(tools: Tools, caller: Caller, arguments: Read) -> dict[str, Any]:
+def run(tools: Service, caller: Caller, arguments: Read) -> dict[str, Any]:
     name = arguments.name
     origin = arguments.origin
     notebook, stored = tools.memory.read_record(caller.notebook_id, name)

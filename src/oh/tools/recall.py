@@ -3,7 +3,7 @@ mode."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from oh.core.canonical import check_json
 from oh.core.records import MAX_TEXT
@@ -21,10 +21,7 @@ from oh.tools.json_schema import (
     object_of,
     published,
 )
-from oh.tools.spec import Caller, Example, Tool
-
-if TYPE_CHECKING:
-    from oh.tools.service import Tools
+from oh.tools.spec import Caller, Example, Service, Tool
 
 __all__ = ["DEFAULT_RECALL_LIMIT", "MAX_RECALL_LIMIT", "TOOL", "Recall"]
 
@@ -79,7 +76,7 @@ def parse(arguments: Any) -> Recall:
     return Recall(text, integer_value(arguments.get("limit", DEFAULT_RECALL_LIMIT)))
 
 
-def run(tools: Tools, caller: Caller, arguments: Recall) -> dict[str, Any]:
+def run(tools: Service, caller: Caller, arguments: Recall) -> dict[str, Any]:
     notebook = tools.open_notebook(caller)
     if tools.recall_service is None:
         raise NotFound("recall is not enabled on this host")

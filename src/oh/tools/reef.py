@@ -1,6 +1,6 @@
 """One run of the reef example as the host answered it: the values the examples of the HTTP
 reference are made of (the tools' own, in their declarations, and the owner routes', in
-``oh.openapi``), each valid against its schema (tests/test_openapi.py)."""
+``oh.transports.openapi``), each valid against its schema (tests/test_openapi.py)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from oh.core.canonical import input_value
 from oh.core.changes import (
@@ -29,10 +29,7 @@ from oh.tools.json_schema import (
     object_of,
     published,
 )
-from oh.tools.spec import Caller, Example, Tool
-
-if TYPE_CHECKING:
-    from oh.tools.service import Tools
+from oh.tools.spec import Caller, Example, Service, Tool
 
 __all__ = ["TOOL", "Remember"]
 
@@ -159,7 +156,7 @@ def parse(arguments: Any) -> Remember:
     raise AssertionError("the schema refuses what is not an object")  # pragma: no cover
 
 
-def run(tools: Tools, caller: Caller, arguments: Remember) -> dict[str, Any]:
+def run(tools: Service, caller: Caller, arguments: Remember) -> dict[str, Any]:
     result = tools.memory.remember(
         caller.notebook_id,
         based_on=arguments.based_on,

@@ -31,13 +31,13 @@ from oh.errors import (
     public_error,
 )
 from oh.profiles import Profiles, Schema
-from oh.query import TokenSigner, ask
+from oh.services.query import TokenSigner, ask
+from oh.services.view import Views
 from oh.storage.base import KnowledgeSource, MemoryStore
 from oh.tools import bootstrap
 from oh.tools.registry import TOOLS
 from oh.tools.remember import Remember
 from oh.tools.spec import Caller, RecallService, Tool
-from oh.view import Views
 
 __all__ = ["Tools"]
 

@@ -2,7 +2,7 @@
 
 A ``Tool`` names everything about one tool: its typed arguments and how they are read
 (``parse``), its published argument and result schemas, what the agent is told
-(``description``), how the tool runs (``run``, over the shared ``Tools`` service), whether it
+(``description``), how the tool runs (``run``, over the shared ``Service``), whether it
 only reads and may run on the event loop, what it counts in the metrics and which memory card
 it makes, and the examples of the HTTP reference. ``oh.tools.registry`` lists the tools; HTTP,
 MCP, the OpenAPI document, ``oh schemas`` and the host read that list, and tests hold
@@ -18,9 +18,16 @@ from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Protocol, TypeVar
 from oh.core.notebook import Notebook
 
 if TYPE_CHECKING:
-    from oh.tools.service import Tools
+    from datetime import datetime
 
-__all__ = ["Caller", "Example", "RecallService", "Tool"]
+    from oh.core.answers import Answer
+    from oh.core.changes import Change
+    from oh.core.clock import Clock
+    from oh.services.query import TokenSigner
+    from oh.services.view import Views
+    from oh.storage.base import KnowledgeSource, MemoryStore
+
+__all__ = ["Caller", "Example", "RecallService", "Service", "Tool"]
 
 A = TypeVar("A")
 
@@ -40,6 +47,44 @@ class Caller:
 class RecallService(Protocol):
     def recall(self, notebook: Notebook, text: str, limit: int) -> dict[str, Any]:
         """``{"rows": [{"name", "digest", "origin", "score"}], "pending": int}``."""
+        ...
+
+
+class Service(Protocol):
+    """What a tool runs over: the state every tool shares (``oh.tools.service.Tools`` is it).
+    A tool module sees only this, so the registry, the tools and the service that dispatches to
+    them import one another in one direction."""
+
+    memory: MemoryStore
+    knowledge: KnowledgeSource | None
+    signer: TokenSigner
+    clock: Clock
+    views: Views
+    recall_service: RecallService | None
+    shadow: bool
+    on_recall_shadow: Callable[[Caller, dict[str, Any]], None] | None
+
+    def open_notebook(self, caller: Caller) -> Notebook:
+        """The caller's notebook, refused unless it may be written to now."""
+        ...
+
+    def profiled(self, caller: Caller, changes: tuple[Change, ...]) -> tuple[Change, ...]:
+        """The changes with their kinds' profiles applied (docs/packs.md)."""
+        ...
+
+    def answer(
+        self,
+        caller: Caller,
+        notebook: Notebook,
+        question: str,
+        params: dict[str, Any],
+        now: datetime,
+    ) -> Answer:
+        """The answer at the notebook's current version, computed or reused, and kept."""
+        ...
+
+    def kept_answer(self, notebook_id: str, answer_id: str, offset: int, limit: int) -> Answer:
+        """A kept answer's page; ``token_expired`` if it is gone."""
         ...
 
 
@@ -73,7 +118,7 @@ class Tool(Generic[A]):
     # The arguments as the agent sent them -> the typed value, or a typed error.
     parse: Callable[[Any], A]
     # The typed arguments -> the result; every failure raises (an ``OhError`` unless a bug).
-    run: Callable[[Tools, Caller, A], dict[str, Any]]
+    run: Callable[[Service, Caller, A], dict[str, Any]]
     requests: tuple[Example, ...]
     results: tuple[Example, ...]
     # Changes nothing stored: sending it again answers the same (clients retry it freely).

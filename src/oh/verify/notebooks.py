@@ -21,10 +21,10 @@ from oh.errors import (
     IntegrityError,
     OhError,
 )
-from oh.query import QUESTIONS, ask
+from oh.services.query import QUESTIONS, ask
+from oh.services.view import Entry, Views, assemble
 from oh.storage.base import KnowledgeSource, MemoryStore
 from oh.verify.report import Problem, VerifyReport, is_canonical, unchecked
-from oh.view import Entry, Views, assemble
 
 __all__ = ["rebuild", "replay", "verify_notebook"]
 

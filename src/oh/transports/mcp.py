@@ -1,12 +1,12 @@
 """The MCP endpoint (docs/mcp.md): the agent's tools over the Model Context Protocol.
 
 A thin adapter over ``Host``, on the official SDK's low-level ``Server``: each tool is listed
-with its published JSON Schemas (``oh.schemas``) and every call goes to ``Host.call_tool`` with
-the arguments exactly as the agent sent them, so Oh — not the SDK — validates them. (The SDK's
-``MCPServer`` derives schemas from Python signatures and coerces arguments with pydantic
-before a tool sees them, which is why it is not used here.) Results are the tool's JSON object
-as text content and as structured content; errors are results with ``isError`` set and the
-same ``{"error": {"code", "message"}}`` body, never protocol errors.
+with its published JSON Schemas (``oh.tools.schemas``) and every call goes to
+``Host.call_tool`` with the arguments exactly as the agent sent them, so Oh — not the SDK —
+validates them. (The SDK's ``MCPServer`` derives schemas from Python signatures and coerces
+arguments with pydantic before a tool sees them, which is why it is not used here.) Results are
+the tool's JSON object as text content and as structured content; errors are results with
+``isError`` set and the same ``{"error": {"code", "message"}}`` body, never protocol errors.
 
 Every message is read by Oh's own JSON reader before the SDK sees it (``screen``): the one every
 transport shares (``oh.core.canonical.parse_input``: duplicate keys, NaN and lone surrogates
@@ -45,12 +45,12 @@ from starlette.requests import Request
 from starlette.types import ASGIApp
 
 from oh._version import __version__
-from oh.access import AGENT_TOKEN_ENV
 from oh.core.canonical import MAX_INPUT_DEPTH, nested_deeper_than, parse_input
 from oh.errors import InvalidArgument, NotFound
 from oh.host import Host, bearer_token
-from oh.schemas import TOOL_CONTRACT_VERSION
+from oh.services.access import AGENT_TOKEN_ENV
 from oh.tools import TOOLS, Tool, inline_tools
+from oh.tools.schemas import TOOL_CONTRACT_VERSION
 
 __all__ = [
     "AGENT_TOKEN_ENV",
@@ -389,7 +389,7 @@ def build_server(
     uses that credential, and with ``notebook_id`` it must belong to that notebook; over HTTP
     the request's bearer token is used instead. ``reads_inline`` runs the tools declared
     ``inline`` (``read``, ``explain``) on the event loop rather than in a thread
-    (``oh.http.create_app`` says when)."""
+    (``oh.transports.http.create_app`` says when)."""
     adapter = _Adapter(
         host, agent_token, notebook_id, inline_tools() if reads_inline else frozenset()
     )

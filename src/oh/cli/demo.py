@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from oh.core.changes import Applied, parse_changes
-from oh.notebooks import Notebooks
+from oh.services.notebooks import Notebooks
 from oh.storage.libsql import LibsqlMemoryStore
 from oh.verify import verify_store
 

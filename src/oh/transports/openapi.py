@@ -1,12 +1,12 @@
 """The OpenAPI document of the HTTP API, completed, and the plain reference page ``GET /docs``.
 
-FastAPI generates the document from the routes of ``oh.http``; ``publish`` completes it: the
-schemas of path and query parameters as the host checks them, the bearer schemes and which one
-each route takes, a summary and description of every route (docs/http.md says the same in
-full), the tags, and an example of every body, parameter and answer, taken from one run of the
-reef example and each valid against its schema (tests/test_openapi.py). ``reference_page``
-renders that document as one HTML page with no script and nothing loaded from elsewhere, so
-``/docs`` works on a machine with no network.
+FastAPI generates the document from the routes of ``oh.transports.http``; ``publish`` completes
+it: the schemas of path and query parameters as the host checks them, the bearer schemes and
+which one each route takes, a summary and description of every route (docs/http.md says the
+same in full), the tags, and an example of every body, parameter and answer, taken from one run
+of the reef example and each valid against its schema (tests/test_openapi.py).
+``reference_page`` renders that document as one HTML page with no script and nothing loaded
+from elsewhere, so ``/docs`` works on a machine with no network.
 """
 
 from __future__ import annotations

@@ -6,9 +6,9 @@ session cookie (GET and HEAD only), for read-only API routes the panel's script 
 the notebook's event stream. See docs/panel.md.
 """
 
-from oh.panel.memory import anchor
-from oh.panel.routes import PanelCompression, panel_router
-from oh.panel.sessions import SESSION_COOKIE, PanelSessions, owner_from_request
+from oh.transports.panel.memory import anchor
+from oh.transports.panel.routes import PanelCompression, panel_router
+from oh.transports.panel.sessions import SESSION_COOKIE, PanelSessions, owner_from_request
 
 __all__ = [
     "SESSION_COOKIE",

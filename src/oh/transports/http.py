@@ -3,7 +3,8 @@
 Every route reads its body itself, strictly (JSON content type first, then the size limit,
 then the reader every transport shares, ``oh.core.canonical.parse_input``), so every bad input
 becomes a typed error with a stable code. An owner route's body is checked against its published
-schema (``oh.schemas.BODIES``); a tool's arguments go to the one parser behind ``Host.call_tool``.
+schema (``oh.tools.schemas.BODIES``); a tool's arguments go to the one parser behind
+``Host.call_tool``.
 The OpenAPI document carries the schema of every body, parameter and response, the bearer
 schemes, and every status a route can answer.
 """
@@ -51,12 +52,12 @@ from oh.host import (
     MemoryCard,
     bearer_token,
 )
-from oh.notebooks import read_purge_status
-from oh.openapi import publish, reference_page
-from oh.panel import PanelCompression, owner_from_request, panel_router
-from oh.schemas import BODIES, RESULTS, TOOL_CONTRACT_VERSION, validate_body
+from oh.services.notebooks import read_purge_status
 from oh.storage.group_commit import Pace
 from oh.tools import TOOLS, inline_tools
+from oh.tools.schemas import BODIES, RESULTS, TOOL_CONTRACT_VERSION, validate_body
+from oh.transports.openapi import publish, reference_page
+from oh.transports.panel import PanelCompression, owner_from_request, panel_router
 
 __all__ = ["MAX_BODY_BYTES", "create_app"]
 

@@ -30,8 +30,8 @@ from oh.errors import (
     Unauthenticated,
     public_error,
 )
-from oh.panel.layout import Chrome, error_page, esc, not_found_page, page
-from oh.panel.memory import (
+from oh.transports.panel.layout import Chrome, error_page, esc, not_found_page, page
+from oh.transports.panel.memory import (
     PanelQuery,
     anchor,
     find_record,
@@ -42,15 +42,15 @@ from oh.panel.memory import (
     render_notebook,
     render_propose,
 )
-from oh.panel.notebooks import (
+from oh.transports.panel.notebooks import (
     NotebookQuery,
     document_notebooks,
     landing_view,
     render_document,
     render_landing,
 )
-from oh.panel.review import MAX_BULK, render_review, review_view
-from oh.panel.sessions import LOGIN_COOKIE, SESSION_COOKIE, PanelSession, PanelSessions
+from oh.transports.panel.review import MAX_BULK, render_review, review_view
+from oh.transports.panel.sessions import LOGIN_COOKIE, SESSION_COOKIE, PanelSession, PanelSessions
 
 if TYPE_CHECKING:
     from oh.host import Host
@@ -98,7 +98,7 @@ class PanelCompression:
 
 
 def _load_assets() -> dict[str, bytes]:
-    folder = resources.files("oh.panel") / "static"
+    folder = resources.files("oh.transports.panel") / "static"
     return {name: (folder / name).read_bytes() for name in ASSETS}
 
 

@@ -24,7 +24,7 @@ from oh.core.answers import AnswerRow
 from oh.core.canonical import canonical_bytes
 from oh.core.changes import LogEntry
 from oh.errors import NotFound, TokenExpired, TokenInvalid, UnknownQuestion
-from oh.view import Entry, NotebookView
+from oh.services.view import Entry, NotebookView
 
 __all__ = [
     "MAX_DEPTH",

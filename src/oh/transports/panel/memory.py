@@ -30,7 +30,7 @@ from oh.core.notebook import Notebook
 from oh.core.records import CONTENT_KEYS, LINK_KEYS, Record, check_name, kind_of
 from oh.core.reviewed import Proposal, find_conflicts
 from oh.errors import InvalidArgument, NotFound
-from oh.panel.layout import (
+from oh.transports.panel.layout import (
     Chrome,
     esc,
     hidden_csrf,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from oh.core.records import CONTENT_KEYS, Record
 from oh.core.reviewed import Proposal, ReviewedRecord, Revision
 from oh.errors import InvalidArgument
-from oh.panel.layout import (
+from oh.transports.panel.layout import (
     Chrome,
     esc,
     hidden_csrf,

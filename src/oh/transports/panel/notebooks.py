@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 from oh.core.identifiers import contains_control
 from oh.errors import InvalidArgument
-from oh.panel.layout import Chrome, esc, page, pager, remaining, time_tag
+from oh.transports.panel.layout import Chrome, esc, page, pager, remaining, time_tag
 
 if TYPE_CHECKING:
     from oh.host import Host
