@@ -1,6 +1,6 @@
-"""The embedded backend on its second driver, the ``libsql`` package: every conformance suite the
-default driver (the standard library's ``sqlite3``) runs, run again unchanged, and the checks
-that the two drivers read and write one file format (docs/design.md, "The embedded driver")."""
+"""The embedded backend on its second driver, the ``libsql`` package (every conformance suite runs
+on it too: its rows in tests/test_conformance.py), and the checks that the two drivers read and
+write one file format (docs/design.md, "The embedded driver")."""
 
 from __future__ import annotations
 
@@ -9,81 +9,18 @@ from pathlib import Path
 
 import pytest
 
-import test_sealed_notebooks as sealed
 from oh.config import Locations, embedded_driver, open_host, open_memory_store
 from oh.core.changes import Applied
 from oh.errors import AlreadyExists, InvalidArgument, StorageUnavailable
 from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, connect, translated
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.testing.knowledge import KnowledgeSourceConformance, ReviewConformance
-from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
-from oh.testing.memory_store import T0, MemoryStoreConformance, add, open_notebook, write
-from oh.testing.registry import HostRegistryConformance
-from oh.testing.tools import ToolsConformance
+from oh.testing.lifecycle import FakeClock
+from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.verify import verify_store
-from test_host_registry import LibsqlRegistryHarness
-from test_libsql_knowledge import LibsqlReviewHarness, LibsqlSourceHarness
-from test_libsql_store import LibsqlHarness, LibsqlLifecycleHarness
-from test_libsql_tools import LibsqlToolsHarness
-
-
-class TestMemoryStoreOnLibsql(MemoryStoreConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> LibsqlHarness:
-        return LibsqlHarness(tmp_path / "memory.db", driver="libsql")
-
-
-class TestLifecycleOnLibsql(NotebookLifecycleConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> LibsqlLifecycleHarness:
-        return LibsqlLifecycleHarness(tmp_path / "memory.db", driver="libsql")
-
-
-class TestToolsOnLibsql(ToolsConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> LibsqlToolsHarness:
-        return LibsqlToolsHarness(tmp_path, driver="libsql")
-
-
-class TestKnowledgeSourceOnLibsql(KnowledgeSourceConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> LibsqlSourceHarness:
-        return LibsqlSourceHarness(tmp_path, driver="libsql")
-
-
-class TestReviewOnLibsql(ReviewConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> LibsqlReviewHarness:
-        return LibsqlReviewHarness(tmp_path, driver="libsql")
-
 
 # The sealed suites too (tests/test_sealed_notebooks.py), with every test they add, on the
 # libsql driver: sealing must change no answer on either driver. MACed knowledge runs on both
 # drivers in tests/test_knowledge_macs.py.
-
-
-class TestSealedMemoryStoreOnLibsql(sealed.TestSealedMemoryStore):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> sealed.SealedHarness:
-        return sealed.SealedHarness(tmp_path / "memory.db", driver="libsql")
-
-
-class TestSealedLifecycleOnLibsql(sealed.TestSealedLifecycle):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> sealed.SealedLifecycleHarness:
-        return sealed.SealedLifecycleHarness(tmp_path / "memory.db", driver="libsql")
-
-
-class TestSealedToolsOnLibsql(sealed.TestSealedTools):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> sealed.SealedToolsHarness:
-        return sealed.SealedToolsHarness(tmp_path, driver="libsql")
-
-
-class TestHostRegistryOnLibsql(HostRegistryConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> LibsqlRegistryHarness:
-        return LibsqlRegistryHarness(tmp_path / "knowledge.db", driver="libsql")
 
 
 def _note(store: LibsqlMemoryStore, notebook_id: str, based_on: int, text: str) -> None:

@@ -4,6 +4,7 @@ and reported by ``verify``, on the embedded backend and on PostgreSQL alike."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import sqlite3
 import sys
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harnesses import PublishedByReview
 from oh.core.canonical import canonical_text, sha256_hex
 from oh.core.records import Record
 from oh.core.reviewed import Decision, accepted_version
@@ -22,7 +24,7 @@ from oh.errors import IntegrityError, OhError
 from oh.keys import MasterKey, MasterKeys
 from oh.keys.macs import MARKER, KnowledgeMacs, remac
 from oh.services.knowledge import Knowledge
-from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
+from oh.storage.base import KnowledgeStore, MemoryStore
 from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.libsql import Driver, LibsqlMemoryStore
 from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
@@ -30,9 +32,6 @@ from oh.storage.rows import KINDS
 from oh.storage.sql_knowledge import SqlKnowledgeStore
 from oh.testing.knowledge import (
     SOURCE,
-    KnowledgeSourceConformance,
-    ReviewConformance,
-    publish_by_review,
 )
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0
@@ -90,22 +89,36 @@ class Backend:
 
 
 # The embedded database on each of its drivers, and PostgreSQL.
-@pytest.fixture(params=["libsql", "libsql_driver", "postgres"])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param != "postgres":
-        driver: Driver = "libsql" if request.param == "libsql_driver" else "sqlite3"
+BACKENDS = ("libsql", "libsql_driver", "postgres")
+
+
+@contextlib.contextmanager
+def opened_backend(kind: str, directory: Path) -> Iterator[Backend]:
+    """A knowledge database of ``kind`` (one of ``BACKENDS``) with its key store, closed after."""
+    if kind != "postgres":
+        driver: Driver = "libsql" if kind == "libsql_driver" else "sqlite3"
         found = Backend(
-            "libsql", str(tmp_path / "knowledge.db"), tmp_path / "keys" / "keys.db", driver
+            "libsql", str(directory / "knowledge.db"), directory / "keys" / "keys.db", driver
         )
-        yield found
-        found.key_store.close()
+        try:
+            yield found
+        finally:
+            found.key_store.close()
         return
     from oh.testing.postgres_cluster import fresh_schema, shared_cluster
 
     with fresh_schema(shared_cluster()) as schema:
-        found = Backend("postgres", schema.url(), tmp_path / "keys" / "keys.db")
+        found = Backend("postgres", schema.url(), directory / "keys" / "keys.db")
+        try:
+            yield found
+        finally:
+            found.key_store.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    with opened_backend(request.param, tmp_path) as found:
         yield found
-        found.key_store.close()
 
 
 @pytest.fixture
@@ -635,7 +648,7 @@ class _NoMarkers:
 # -- the conformance suites hold with MACs on -----------------------------------------------------
 
 
-class MacedHarness:
+class MacedHarness(PublishedByReview):
     def __init__(self, backend: Backend, directory: Path) -> None:
         self.backend = backend
         self.memory_path = directory / "memory.db"
@@ -648,52 +661,6 @@ class MacedHarness:
 
     def execute_knowledge(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         self.backend.sql(sql, params)
-
-    def open(self) -> KnowledgeSource:
-        return self.open_knowledge()
-
-    def publish(self, source: KnowledgeSource, owner: str, record: dict[str, Any]) -> int:
-        assert isinstance(source, SqlKnowledgeStore)
-        memory = self.open_memory()
-        try:
-            return publish_by_review(source, memory, owner, record)
-        finally:
-            memory.close()
-
-
-class TestKnowledgeSourceWithMacs(KnowledgeSourceConformance):
-    @pytest.fixture
-    def harness(self, backend: Backend, tmp_path: Path) -> MacedHarness:
-        return MacedHarness(backend, tmp_path)
-
-
-class TestReviewWithMacs(ReviewConformance):
-    @pytest.fixture
-    def harness(self, backend: Backend, tmp_path: Path) -> MacedHarness:
-        return MacedHarness(backend, tmp_path)
-
-    def test_the_database_keeps_one_pending_proposal_per_name(  # type: ignore[override]
-        self, harness: MacedHarness, knowledge: Knowledge, store: KnowledgeStore
-    ) -> None:
-        """As without MACs, and a proposal written outside Oh is refused when read."""
-        pending = knowledge.propose("ann", source=SOURCE, record={"name": "finding:a", "text": "x"})
-        sql = (
-            "INSERT INTO proposals (id, owner, proposed_by, proposed_at, name, content, digest,"
-            " source, state) VALUES (?, 'ann', 'ann', ?, 'finding:a', ?, ?, ?, 'pending')"
-        )
-        row = (
-            "pr_" + "1" * 32,
-            pending.proposed_at,
-            pending.content,
-            pending.digest,
-            canonical_text(pending.source.to_json()),
-        )
-        with pytest.raises(Exception, match=r"(?i)unique|duplicate"):
-            harness.execute_knowledge(sql, row)
-        knowledge.decide("ann", pending.id, decision="reject", reason="no")
-        harness.execute_knowledge(sql, row)  # decided: the name is free again
-        with pytest.raises(IntegrityError, match="carries no MAC"):
-            store.pending_proposal("ann", "finding:a")
 
 
 # -- the tamper suite's knowledge forgeries --------------------------------------------------------

@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, settings
 
 from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
 from oh.storage.libsql import Driver, LibsqlMemoryStore, LibsqlPurgeAccess, connect, translate
-from oh.testing.lifecycle import NotebookLifecycleConformance
-from oh.testing.memory_store import T0, MemoryStoreConformance, StoreHarness
+from oh.testing.memory_store import T0
 from oh.testing.stateful import notebook_machine
 from oh.testing.tampering import Edit
 
@@ -40,12 +39,6 @@ class LibsqlHarness:
 
     def tamper(self, edit: Edit) -> None:
         self.execute(*edit.sql())
-
-
-class TestLibsqlMemoryStore(MemoryStoreConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> StoreHarness:
-        return LibsqlHarness(tmp_path / "memory.db")
 
 
 def test_the_embedded_store_is_durable_by_default(tmp_path: Path) -> None:
@@ -147,9 +140,3 @@ class LibsqlLifecycleHarness(LibsqlHarness):
             conn.execute("ROLLBACK")
         finally:
             conn.close()
-
-
-class TestLibsqlNotebookLifecycle(NotebookLifecycleConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> LibsqlLifecycleHarness:
-        return LibsqlLifecycleHarness(tmp_path / "memory.db")

@@ -1,5 +1,5 @@
-"""The in-memory backend runs every conformance suite unchanged (store, lifecycle, stateful
-model, knowledge source, review, tools), and a host runs on it.
+"""The in-memory backend's harnesses (tests/test_conformance.py runs every conformance suite on
+them unchanged), its stateful model run, and a host on it.
 
 Its harnesses tamper with the database's rows directly, as raw SQL does with a file; the tests
 of what a SQL database itself refuses to raw SQL skip, since nothing lies beneath the backend's
@@ -29,12 +29,10 @@ from oh.storage.memory import (
     NotebookRow,
 )
 from oh.testing.declared import FILES, RAW_SQL
-from oh.testing.knowledge import KnowledgeSourceConformance, ReviewConformance, publish_by_review
-from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
-from oh.testing.memory_store import MemoryStoreConformance
+from oh.testing.knowledge import publish_by_review
+from oh.testing.lifecycle import FakeClock
 from oh.testing.stateful import notebook_machine
 from oh.testing.tampering import Edit
-from oh.testing.tools import ToolsConformance
 
 # -- tampering: an Edit made to the rows themselves ---------------------------------------------
 
@@ -158,34 +156,6 @@ class InMemorySourceHarness(InMemoryHarness):
     def publish(self, source: KnowledgeSource, owner: str, record: dict[str, Any]) -> int:
         assert isinstance(source, InMemoryKnowledgeStore)
         return publish_by_review(source, InMemoryStore(self.database), owner, record)
-
-
-class OnOneDatabase:
-    @pytest.fixture
-    def harness(self) -> InMemoryHarness:
-        return InMemoryHarness()
-
-
-class TestInMemoryStore(OnOneDatabase, MemoryStoreConformance):
-    pass
-
-
-class TestInMemoryNotebookLifecycle(OnOneDatabase, NotebookLifecycleConformance):
-    pass
-
-
-class TestInMemoryReview(OnOneDatabase, ReviewConformance):
-    pass
-
-
-class TestInMemoryTools(OnOneDatabase, ToolsConformance):
-    pass
-
-
-class TestInMemoryKnowledgeSource(KnowledgeSourceConformance):
-    @pytest.fixture
-    def harness(self) -> InMemorySourceHarness:
-        return InMemorySourceHarness()
 
 
 def test_the_store_matches_the_model_over_random_steps() -> None:

@@ -1,5 +1,5 @@
-"""Reviewed knowledge on PostgreSQL, held to the same knowledge-source and review suites as the
-embedded backend, plus concurrent decisions from several connections."""
+"""Reviewed knowledge on PostgreSQL beyond the suites (its rows in tests/test_conformance.py):
+concurrent decisions from several connections."""
 
 from __future__ import annotations
 
@@ -10,70 +10,21 @@ from typing import Any
 import psycopg
 import pytest
 
+from harnesses import PostgresReviewHarness
 from oh.errors import AlreadyExists
 from oh.services.knowledge import Knowledge
-from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
-from oh.storage.postgres import PostgresMemoryStore
-from oh.storage.postgres_knowledge import PostgresKnowledgeStore
 from oh.testing.knowledge import (
     SOURCE,
-    KnowledgeSourceConformance,
-    ReviewConformance,
-    publish_by_review,
 )
 from oh.testing.lifecycle import FakeClock
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
 from oh.verify import verify_knowledge
 
 
-def placeholders(sql: str) -> str:
-    return sql.replace("%", "%%").replace("?", "%s")
-
-
 @pytest.fixture
 def schema() -> Iterator[Schema]:
     with fresh_schema(shared_cluster()) as schema:
         yield schema
-
-
-class PostgresReviewHarness:
-    def __init__(self, schema: Schema) -> None:
-        self.schema = schema
-
-    def open_memory(self) -> MemoryStore:
-        return PostgresMemoryStore(self.schema.url(), max_size=2)
-
-    def open_knowledge(self) -> KnowledgeStore:
-        return PostgresKnowledgeStore(self.schema.url(), max_size=2)
-
-    def execute_knowledge(self, sql: str, params: tuple[Any, ...] = ()) -> None:
-        with psycopg.connect(self.schema.url(), autocommit=True) as conn:
-            conn.execute(placeholders(sql) if params else sql, params or None)
-
-
-class PostgresSourceHarness(PostgresReviewHarness):
-    def open(self) -> KnowledgeSource:
-        return self.open_knowledge()
-
-    def publish(self, source: KnowledgeSource, owner: str, record: dict[str, Any]) -> int:
-        assert isinstance(source, PostgresKnowledgeStore)
-        memory = self.open_memory()
-        try:
-            return publish_by_review(source, memory, owner, record)
-        finally:
-            memory.close()
-
-
-class TestPostgresKnowledgeSource(KnowledgeSourceConformance):
-    @pytest.fixture
-    def harness(self, schema: Schema) -> PostgresSourceHarness:
-        return PostgresSourceHarness(schema)
-
-
-class TestPostgresReview(ReviewConformance):
-    @pytest.fixture
-    def harness(self, schema: Schema) -> PostgresReviewHarness:
-        return PostgresReviewHarness(schema)
 
 
 def test_concurrent_decisions_make_each_revision_once(schema: Schema) -> None:

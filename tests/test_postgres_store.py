@@ -36,8 +36,7 @@ from oh.storage.postgres import (
     translate,
 )
 from oh.storage.postgres_knowledge import KNOWLEDGE_MIGRATIONS, PostgresKnowledgeStore
-from oh.testing.lifecycle import NotebookLifecycleConformance
-from oh.testing.memory_store import T0, MemoryStoreConformance, add, open_notebook, write
+from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.testing.postgres_cluster import PostgresCluster, Schema, fresh_schema, shared_cluster
 from oh.testing.stateful import notebook_machine
 from oh.testing.tampering import Edit
@@ -81,12 +80,6 @@ class PostgresHarness:
         self.execute(*edit.sql())
 
 
-class TestPostgresMemoryStore(MemoryStoreConformance):
-    @pytest.fixture
-    def harness(self, schema: Schema) -> PostgresHarness:
-        return PostgresHarness(schema)
-
-
 class PostgresLifecycleHarness(PostgresHarness):
     def purge_access(self) -> PostgresPurgeAccess:
         return PostgresPurgeAccess(self.schema.purge_url)
@@ -115,12 +108,6 @@ class PostgresLifecycleHarness(PostgresHarness):
             conn.execute("SELECT count(*) FROM notebooks").fetchall()  # the snapshot starts here
             yield
             conn.rollback()
-
-
-class TestPostgresNotebookLifecycle(NotebookLifecycleConformance):
-    @pytest.fixture
-    def harness(self, schema: Schema) -> PostgresLifecycleHarness:
-        return PostgresLifecycleHarness(schema)
 
 
 def test_the_store_matches_the_model_over_random_steps(schema: Schema) -> None:

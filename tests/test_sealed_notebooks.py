@@ -1,5 +1,6 @@
-"""Sealed notebooks on the embedded backend (docs/keys.md): every conformance suite run again with
-a keyring, so sealing changes no answer; then what only sealing promises. Content is never at
+"""Sealed notebooks on the embedded backend (docs/keys.md): the sealed harnesses, with which
+tests/test_conformance.py runs every notebook suite again (sealing changes no answer); then what
+only sealing promises. Content is never at
 rest in plain text (a scan of every file finds none of a distinctive note), a value forged into
 the database with its digest recomputed is refused, and forgetting destroys the data key first,
 so a backup taken while the notebook was open can no longer be opened with everything left on
@@ -15,21 +16,25 @@ from typing import Any
 
 import pytest
 
+from harnesses import LibsqlToolsHarness
 from oh.core.changes import Applied
 from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import SEALED, Keyring, MasterKey, MasterKeys, NotebookCipher
 from oh.services.notebooks import Notebooks
 from oh.storage.key_store import KeyShredder, LibsqlKeyStore
 from oh.storage.libsql import Driver, LibsqlMemoryStore, LibsqlPurgeAccess
-from oh.testing.declared import DECLARED, PLAIN_CONTENT
-from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
-from oh.testing.memory_store import MemoryStoreConformance, add, open_notebook, write
+from oh.testing.declared import PLAIN_CONTENT
+from oh.testing.lifecycle import FakeClock
+from oh.testing.memory_store import add, open_notebook, write
 from oh.testing.tampering import Edit
-from oh.testing.tools import ToolsConformance
 from oh.verify import verify_store
 from test_libsql_store import LibsqlHarness, LibsqlLifecycleHarness
-from test_libsql_tools import LibsqlToolsHarness
 
+# A sealed store keeps no plain content: the conformance tests that edit a note's text in place
+# with SQL ("true" becomes "fake") and expect verify or read to notice have nothing to edit. The
+# attacks a sealed file does face (content forged with its digest recomputed, sealed values
+# swapped, bytes flipped) are the tests below.
+SEALED_CANNOT = frozenset({PLAIN_CONTENT})
 MARK = "quokka-saffron-teleprinter"  # a note text no file may hold in plain text
 
 
@@ -69,6 +74,8 @@ class Keys:
 
 
 class SealedHarness(LibsqlHarness):
+    cannot = SEALED_CANNOT
+
     def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         super().__init__(path, driver)
         self.keys = Keys(path.parent)
@@ -81,6 +88,8 @@ class SealedHarness(LibsqlHarness):
 
 
 class SealedLifecycleHarness(LibsqlLifecycleHarness):
+    cannot = SEALED_CANNOT
+
     def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         super().__init__(path, driver)
         self.keys = Keys(path.parent)
@@ -94,6 +103,8 @@ class SealedLifecycleHarness(LibsqlLifecycleHarness):
 
 
 class SealedToolsHarness(LibsqlToolsHarness):
+    cannot = SEALED_CANNOT
+
     def __init__(self, directory: Path, driver: Driver = "sqlite3") -> None:
         super().__init__(directory, driver)
         self.keys = Keys(directory)
@@ -103,63 +114,6 @@ class SealedToolsHarness(LibsqlToolsHarness):
 
     def tamper_memory(self, edit: Edit) -> None:
         super().tamper_memory(self.keys.tokened(edit))
-
-
-# Inherited tests whose premise is plain content: they edit a note's text in place with SQL
-# ("true" becomes "fake") and expect verify or read to notice. A sealed file holds no such text,
-# so the edit changes nothing. The attacks a sealed file does face (content forged with its
-# digest recomputed, sealed values swapped, bytes flipped) are the tests further below.
-PLAIN_PREMISE = (
-    f"{DECLARED} a sealed store cannot offer {PLAIN_CONTENT}: the test edits plain content in"
-    " place, and sealed files hold none (the forgeries a sealed store faces: below)"
-)
-
-
-def _plain_premise(*names: str) -> dict[str, Any]:
-    """The inherited tests a sealed harness declares it cannot serve (``oh.testing.declared``),
-    listed at the end of the run with the others."""
-
-    def skipped(self: Any, *args: Any, **kwargs: Any) -> None:
-        pytest.skip(PLAIN_PREMISE)
-
-    return dict.fromkeys(names, skipped)
-
-
-class TestSealedMemoryStore(MemoryStoreConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> SealedHarness:
-        return SealedHarness(tmp_path / "memory.db")
-
-    locals().update(
-        _plain_premise(
-            "test_verify_detects_altered_logged_content",
-            "test_verify_detects_drift_in_the_current_records",
-            "test_record_checks_tell_which_records_are_not_what_was_logged",
-        )
-    )
-
-
-class TestSealedLifecycle(NotebookLifecycleConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> SealedLifecycleHarness:
-        return SealedLifecycleHarness(tmp_path / "memory.db")
-
-    # It first checks the note's text is in the files before forgetting; sealed, it never is
-    # (``test_no_file_ever_holds_a_note_in_plain_text`` below).
-    locals().update(_plain_premise("test_forgotten_text_is_gone_from_the_database_files"))
-
-
-class TestSealedTools(ToolsConformance):
-    @pytest.fixture
-    def harness(self, tmp_path: Path) -> SealedToolsHarness:
-        return SealedToolsHarness(tmp_path)
-
-    locals().update(
-        _plain_premise(
-            "test_a_damaged_record_is_an_integrity_error_and_no_content",
-            "test_verify_recomputes_kept_answers_with_the_pinned_knowledge",
-        )
-    )
 
 
 # -- what only sealing promises -----------------------------------------------------------------

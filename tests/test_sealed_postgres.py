@@ -1,5 +1,6 @@
-"""Sealed notebooks on PostgreSQL (docs/keys.md): every conformance suite run again with a keyring,
-so sealing changes no answer; then what only sealing promises, as tests/test_sealed_notebooks.py
+"""Sealed notebooks on PostgreSQL (docs/keys.md): the sealed harnesses, with which
+tests/test_conformance.py runs every notebook suite again (sealing changes no answer); then what
+only sealing promises, as tests/test_sealed_notebooks.py
 proves it for the embedded backend. A forgery written into the database is never served, a
 schema written without keys is sealed on its first open with them, the purge destroys data keys
 first, and the proof forgetting asks for on a server: a base backup and the WAL archive of a
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from harnesses import PostgresToolsHarness
 from oh.core.canonical import sha256_hex
 from oh.core.changes import Applied, parse_changes
 from oh.core.decision import Call
@@ -33,10 +35,9 @@ from oh.storage.key_store import KeyShredder
 from oh.storage.log_rows import json_rows
 from oh.storage.postgres import PostgresMemoryStore, PostgresPurgeAccess
 from oh.testing.archiving import ArchivingCluster
-from oh.testing.lifecycle import FakeClock, NotebookLifecycleConformance
+from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import (
     T0,
-    MemoryStoreConformance,
     add,
     open_notebook,
     remove,
@@ -49,12 +50,10 @@ from oh.testing.postgres_cluster import (
     shared_cluster,
 )
 from oh.testing.tampering import Edit
-from oh.testing.tools import ToolsConformance
 from oh.tools import Caller, Tools
 from oh.verify import verify_store
 from test_postgres_store import PostgresHarness, PostgresLifecycleHarness, run_sql
-from test_postgres_tools import PostgresToolsHarness
-from test_sealed_notebooks import Keys, _plain_premise
+from test_sealed_notebooks import SEALED_CANNOT, Keys
 
 # The log's changes one per row (an entry keeps them in its one row since migration 0010: the
 # value itself for one change, a JSON array for several; ``oh_log_values`` reads either).
@@ -76,6 +75,8 @@ def schema() -> Iterator[Schema]:
 
 
 class SealedHarness(PostgresHarness):
+    cannot = SEALED_CANNOT  # as on the embedded backend
+
     def __init__(self, schema: Schema, directory: Path) -> None:
         super().__init__(schema)
         self.keys = Keys(directory)
@@ -88,6 +89,8 @@ class SealedHarness(PostgresHarness):
 
 
 class SealedLifecycleHarness(PostgresLifecycleHarness):
+    cannot = SEALED_CANNOT  # as on the embedded backend
+
     def __init__(self, schema: Schema, directory: Path) -> None:
         super().__init__(schema)
         self.keys = Keys(directory)
@@ -101,6 +104,8 @@ class SealedLifecycleHarness(PostgresLifecycleHarness):
 
 
 class SealedToolsHarness(PostgresToolsHarness):
+    cannot = SEALED_CANNOT  # as on the embedded backend
+
     def __init__(self, schema: Schema, directory: Path) -> None:
         super().__init__(schema)
         self.keys = Keys(directory)
@@ -110,50 +115,6 @@ class SealedToolsHarness(PostgresToolsHarness):
 
     def tamper_memory(self, edit: Edit) -> None:
         super().tamper_memory(self.keys.tokened(edit))
-
-
-# The same inherited tests as on the embedded backend, for the same reason (PLAIN_PREMISE):
-# they edit a note's text in place with SQL and expect verify or read to notice; a sealed
-# database holds no such text. The attacks it does face are the forgeries below.
-
-
-class TestSealedPostgresMemoryStore(MemoryStoreConformance):
-    @pytest.fixture
-    def harness(self, schema: Schema, tmp_path: Path) -> SealedHarness:
-        return SealedHarness(schema, tmp_path)
-
-    locals().update(
-        _plain_premise(
-            "test_verify_detects_altered_logged_content",
-            "test_verify_detects_drift_in_the_current_records",
-            "test_record_checks_tell_which_records_are_not_what_was_logged",
-        )
-    )
-    # test_rebuild_restores_the_current_records_exactly runs: it deletes and inserts rows, it
-    # edits no plain text, and it passes sealed (on the embedded backend too).
-
-
-class TestSealedPostgresLifecycle(NotebookLifecycleConformance):
-    @pytest.fixture
-    def harness(self, schema: Schema, tmp_path: Path) -> SealedLifecycleHarness:
-        return SealedLifecycleHarness(schema, tmp_path)
-
-    # It first checks the note's text is in the files before forgetting; sealed, it never is
-    # (``test_a_base_backup_and_the_wal_archive_cannot_be_opened_after_forget`` below).
-    locals().update(_plain_premise("test_forgotten_text_is_gone_from_the_database_files"))
-
-
-class TestSealedPostgresTools(ToolsConformance):
-    @pytest.fixture
-    def harness(self, schema: Schema, tmp_path: Path) -> SealedToolsHarness:
-        return SealedToolsHarness(schema, tmp_path)
-
-    locals().update(
-        _plain_premise(
-            "test_a_damaged_record_is_an_integrity_error_and_no_content",
-            "test_verify_recomputes_kept_answers_with_the_pinned_knowledge",
-        )
-    )
 
 
 # -- what only sealing promises -----------------------------------------------------------------

@@ -26,6 +26,7 @@ __all__ = [
     "combination",
     "not_offered",
     "ran",
+    "skip_declared",
 ]
 
 # The things a harness may declare it cannot offer, as the reports name them.
@@ -46,6 +47,13 @@ def not_offered(harness: object, what: str, why: str) -> NoReturn:
         f"{name} offers no {what} and does not declare it (add it to {name}.cannot if the"
         " backend truly has none)"
     )
+
+
+def skip_declared(harness: object, what: str, why: str) -> None:
+    """Skip the test when ``harness`` declares ``what`` in its ``cannot``: for a thing no
+    harness method can show missing (plain content in a sealed store's files)."""
+    if what in getattr(harness, "cannot", frozenset()):
+        not_offered(harness, what, why)
 
 
 # -- which backend and keys each suite ran on ----------------------------------------------------

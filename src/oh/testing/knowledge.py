@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from oh.core.canonical import canonical_text
 from oh.core.records import Record
 from oh.core.reviewed import Decision, ReviewedRecord, Source
-from oh.errors import AlreadyExists, Forbidden, InvalidArgument, NotFound, OhError
+from oh.errors import AlreadyExists, Forbidden, IntegrityError, InvalidArgument, NotFound, OhError
 from oh.services.knowledge import Knowledge
 from oh.services.notebooks import Notebooks
 from oh.services.view import view_of
@@ -418,7 +418,11 @@ class ReviewConformance:
         assert [p.id for p in store.proposals("ann")] == [pending.id]
         knowledge.decide("ann", pending.id, decision="reject", reason="no")
         harness.execute_knowledge(sql, row)  # decided: the name is free again
-        assert store.pending_proposal("ann", "finding:a") is not None
+        if getattr(store, "macs", None) is None:
+            assert store.pending_proposal("ann", "finding:a") is not None
+        else:  # a store that MACs its rows refuses one written outside Oh when it reads it
+            with pytest.raises(IntegrityError, match="carries no MAC"):
+                store.pending_proposal("ann", "finding:a")
 
     @pytest.mark.parametrize("same", [True, False], ids=["same-content", "other-content"])
     def test_concurrent_proposals_for_one_name_leave_one_pending(
