@@ -31,8 +31,8 @@ from typing import Any
 
 from oh.core.changes import parse_changes
 from oh.services.notebooks import Notebooks
-from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, connect
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import DRIVERS, Driver, SqliteMemoryStore, connect
 from oh.tools import Caller, Tools
 
 TEXT = "Survey of reef recovery after bleaching; methods section missing, check figure 3. " * 2
@@ -60,8 +60,8 @@ def rate(fn: Callable[[int], Any], calls: int) -> float:
 
 
 def measure(directory: Path, driver: Driver, notes: int, runs: int, writes: int) -> dict[str, Any]:
-    memory = LibsqlMemoryStore(directory / "memory.db", driver=driver)  # synchronous=FULL
-    knowledge = LibsqlKnowledgeStore(directory / "knowledge.db", driver=driver)
+    memory = SqliteMemoryStore(directory / "memory.db", driver=driver)  # synchronous=FULL
+    knowledge = SqliteKnowledgeStore(directory / "knowledge.db", driver=driver)
     notebook = Notebooks(memory, knowledge=knowledge).open("owner", "doc", f"run-{driver}")
     tools = Tools(memory, knowledge, b"x" * 32)
     caller = Caller(notebook.id, "agent:bench", f"agent:run-{driver}")

@@ -133,9 +133,9 @@ class Oh(Store):
     def _build(self) -> None:
         from oh.keys import Keyring, MasterKeys
         from oh.services.notebooks import Notebooks
-        from oh.storage.key_store import LibsqlKeyStore
-        from oh.storage.libsql import LibsqlMemoryStore
-        from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+        from oh.storage.sqlite.keys import SqliteKeyStore
+        from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+        from oh.storage.sqlite.notebooks import SqliteMemoryStore
         from oh.tools import Tools
 
         keyring = None
@@ -144,9 +144,9 @@ class Oh(Store):
                 from oh.keys import MasterKey
 
                 self.master = MasterKey.generate()
-            keyring = Keyring(MasterKeys(self.master), LibsqlKeyStore(self.directory / "keys.db"))
-        self.memory = LibsqlMemoryStore(self.directory / "memory.db", keyring=keyring)
-        self.knowledge = LibsqlKnowledgeStore(self.directory / "knowledge.db")
+            keyring = Keyring(MasterKeys(self.master), SqliteKeyStore(self.directory / "keys.db"))
+        self.memory = SqliteMemoryStore(self.directory / "memory.db", keyring=keyring)
+        self.knowledge = SqliteKnowledgeStore(self.directory / "knowledge.db")
         self.notebooks = Notebooks(self.memory, knowledge=self.knowledge)
         self.tools = Tools(self.memory, self.knowledge, b"x" * 32)
 

@@ -41,11 +41,11 @@ from typing import Any
 
 import psycopg
 
-import oh.storage.postgres as postgres
+import oh.storage.postgres.notebooks as postgres
 from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
 from oh.core.records import Record
-from oh.storage.postgres import PostgresMemoryStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
 from oh.testing.postgres_cluster import PostgresCluster, fresh_schema
 
 CLIENTS = (1, 4, 8)

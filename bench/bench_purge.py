@@ -25,7 +25,7 @@ from oh.config import embedded_driver
 from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
 from oh.services.notebooks import purge_expired
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, open_driver
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, SqlitePurgeAccess, open_driver
 
 NOTES = 100
 TEXT = "Reef survey note: methods section missing, check figure 3 against the second paper. "
@@ -35,7 +35,7 @@ DRIVER = embedded_driver(os.environ)
 
 
 def build(path: Path, notebooks: int) -> None:
-    store = LibsqlMemoryStore(path, synchronous="NORMAL", driver=DRIVER)
+    store = SqliteMemoryStore(path, synchronous="NORMAL", driver=DRIVER)
     started = datetime(2026, 1, 1, tzinfo=UTC)
     for n in range(notebooks):
         notebook_id = new_notebook_id()
@@ -101,7 +101,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="oh-bench-purge-", dir=".") as tmp:
         path = Path(tmp) / "memory.db"
         build(path, notebooks)
-        access = LibsqlPurgeAccess(path)
+        access = SqlitePurgeAccess(path)
         start = time.perf_counter()
         report = purge_expired(access, datetime(2026, 1, 3, tzinfo=UTC), batch=batch)
         elapsed = time.perf_counter() - start

@@ -47,8 +47,8 @@ from oh.core.changes import parse_changes
 from oh.recall import IndexSettings, Recall, VectorIndex, render
 from oh.recall.embedders import HashingEmbedder, LocalEmbedder, import_usearch
 from oh.services.notebooks import Notebooks
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_vectors import LibsqlVectorStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
+from oh.storage.sqlite.vectors import SqliteVectorStore
 
 DIMENSIONS = 384
 
@@ -160,8 +160,8 @@ def note_text(rng: random.Random) -> str:
 
 def bench_rebuild(notes: int, workdir: Path) -> dict[str, Any]:
     rng = random.Random(1)
-    memory = LibsqlMemoryStore(workdir / "memory.db", synchronous="NORMAL")
-    vectors = LibsqlVectorStore(workdir / "memory.db", synchronous="NORMAL")
+    memory = SqliteMemoryStore(workdir / "memory.db", synchronous="NORMAL")
+    vectors = SqliteVectorStore(workdir / "memory.db", synchronous="NORMAL")
     notebook = Notebooks(memory).open("ann", "doc", "bench")
     for version, start in enumerate(range(0, notes, 64)):
         changes = [

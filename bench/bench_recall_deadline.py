@@ -38,10 +38,10 @@ from typing import Any
 
 from oh.host import Host, HostSettings
 from oh.recall import HashingEmbedder, OpenAIEmbedder, Recall
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.storage.libsql_vectors import LibsqlVectorStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
+from oh.storage.sqlite.vectors import SqliteVectorStore
 from oh.testing.lifecycle import FakeClock
 
 DIMENSIONS = 64
@@ -98,10 +98,10 @@ def summary(seconds: list[float]) -> dict[str, float]:
 class Setup:
     def __init__(self, directory: Path, endpoint: SlowEndpoint, **settings: Any) -> None:
         clock = FakeClock()
-        self.memory = LibsqlMemoryStore(directory / "memory.db")
-        self.knowledge = LibsqlKnowledgeStore(directory / "knowledge.db")
-        self.registry = LibsqlHostRegistry(directory / "knowledge.db")
-        self.vectors = LibsqlVectorStore(directory / "memory.db")
+        self.memory = SqliteMemoryStore(directory / "memory.db")
+        self.knowledge = SqliteKnowledgeStore(directory / "knowledge.db")
+        self.registry = SqliteHostRegistry(directory / "knowledge.db")
+        self.vectors = SqliteVectorStore(directory / "memory.db")
         self.embedder = OpenAIEmbedder(endpoint.url, "slow", DIMENSIONS)
         recall = Recall(self.memory, self.vectors, self.embedder, self.knowledge, clock=clock)
         self.host = Host(

@@ -36,8 +36,8 @@ from typing import Any
 from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
 from oh.keys import Keyring, MasterKey, MasterKeys
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.postgres import PostgresMemoryStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
+from oh.storage.sqlite.keys import SqliteKeyStore
 from oh.testing.postgres_cluster import PostgresCluster, fresh_schema
 
 TEXT = "dataset ends 2014: ruled out for the recovery question " * 2
@@ -140,7 +140,7 @@ def main() -> int:
             fresh_schema(cluster, prefix="sealed") as sealed_schema,
         ):
             keyring = Keyring(
-                MasterKeys(MasterKey.generate()), LibsqlKeyStore(Path(keys) / "keys.db")
+                MasterKeys(MasterKey.generate()), SqliteKeyStore(Path(keys) / "keys.db")
             )
             subjects = {
                 "plain": Subject(plain_schema.url(), None, now),

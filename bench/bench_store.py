@@ -65,8 +65,8 @@ from oh.config import embedded_driver
 from oh.core.changes import Applied, parse_changes
 from oh.core.notebook import new_notebook_id
 from oh.keys import Keyring, MasterKey, MasterKeys
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore, Synchronous, open_driver
+from oh.storage.sqlite.keys import SqliteKeyStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, Synchronous, open_driver
 from oh.verify import replay, verify_notebook
 
 # -- sizes ----------------------------------------------------------------------------------
@@ -158,16 +158,16 @@ AUTHOR = "agent:bench"
 
 
 class OhNotebook:
-    """One open notebook in a ``LibsqlMemoryStore``, tracking its version like an agent does."""
+    """One open notebook in a ``SqliteMemoryStore``, tracking its version like an agent does."""
 
     def __init__(
         self, path: Path, synchronous: Synchronous, notebook_id: str = "", *, sealed: bool = False
     ) -> None:
         keyring = None
         if sealed:  # its content sealed (docs/keys.md), the key store in a directory beside it
-            keys = LibsqlKeyStore(path.parent / "keys" / "keys.db")
+            keys = SqliteKeyStore(path.parent / "keys" / "keys.db")
             keyring = Keyring(MasterKeys(MasterKey.generate()), keys)
-        self.store = LibsqlMemoryStore(
+        self.store = SqliteMemoryStore(
             path, synchronous=synchronous, driver=DRIVER, keyring=keyring
         )
         self.id = notebook_id or new_notebook_id()
@@ -513,7 +513,7 @@ def child(task: str, path: Path, records: int) -> dict[str, Any]:
     elif task == "raw-build":
         build_raw(path, records, BATCH, "NORMAL").close()
     elif task == "oh-verify":
-        store = LibsqlMemoryStore(path, synchronous="NORMAL", driver=DRIVER)
+        store = SqliteMemoryStore(path, synchronous="NORMAL", driver=DRIVER)
         (nid,) = store.notebook_ids()
         report = verify_notebook(store, nid)
         if not report.ok or report.records != records:

@@ -26,9 +26,9 @@ from typing import Any
 from oh.config import embedded_driver
 from oh.keys import Keyring, MasterKey, MasterKeys
 from oh.services.notebooks import Notebooks
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore, open_driver
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.keys import SqliteKeyStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, open_driver
 from oh.tools import Caller, Tools
 
 TEXT = "Survey of reef recovery after bleaching; methods section missing, check figure 3. " * 2
@@ -51,20 +51,20 @@ def timed(fn: Callable[[], Any], runs: int) -> tuple[float, float]:
 
 def build(
     directory: Path, notes: int, run: str, *, sealed: bool = False, synchronous: str = "NORMAL"
-) -> tuple[Tools, Caller, LibsqlMemoryStore]:
+) -> tuple[Tools, Caller, SqliteMemoryStore]:
     """A notebook of ``notes`` notes; ``sealed``: its content sealed with a data key of its own
     (docs/keys.md), the key store beside it."""
     keyring = None
     if sealed:
-        keys = LibsqlKeyStore(directory / "keys" / "keys.db")
+        keys = SqliteKeyStore(directory / "keys" / "keys.db")
         keyring = Keyring(MasterKeys(MasterKey.generate()), keys)
-    memory = LibsqlMemoryStore(
+    memory = SqliteMemoryStore(
         directory / "memory.db",
         synchronous=synchronous,  # type: ignore[arg-type]
         driver=DRIVER,
         keyring=keyring,
     )
-    knowledge = LibsqlKnowledgeStore(directory / "knowledge.db", driver=DRIVER)
+    knowledge = SqliteKnowledgeStore(directory / "knowledge.db", driver=DRIVER)
     notebook = Notebooks(memory, knowledge=knowledge).open("owner", "doc", run)
     tools = Tools(memory, knowledge, b"x" * 32)
     caller = Caller(notebook.id, "agent:bench", f"agent:{run}")
@@ -146,7 +146,7 @@ def main() -> int:
                 t: Tools = tools_s,
                 c: Caller = caller_s,
                 counter: Any = counter,
-                memory_s: LibsqlMemoryStore = memory_s,
+                memory_s: SqliteMemoryStore = memory_s,
             ) -> None:
                 i = next(counter)
                 change = {"op": "replace", "record": {"name": "note:n000003", "text": f"{TEXT}{i}"}}

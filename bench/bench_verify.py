@@ -45,7 +45,7 @@ from oh.cli.verify import _reopen, default_jobs
 from oh.config import Locations, open_knowledge_store
 from oh.core.changes import Applied, parse_changes
 from oh.core.notebook import new_notebook_id
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.verify import VerifyReport, verify_store
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)  # bench data is stamped, not dated today
@@ -82,7 +82,7 @@ def build(data: Path, notebooks: int, entries: int, seed: int = 19) -> int:
     """Write ``notebooks`` notebooks of ``entries`` log entries each: mostly new notes, some
     replacing an earlier note, a few with two changes; return the entries written."""
     data.mkdir(parents=True, exist_ok=True)
-    store = LibsqlMemoryStore(data / "memory.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(data / "memory.db", synchronous="NORMAL")
     open_knowledge_store(Locations.resolve(str(data))).close()
     rng = random.Random(seed)
     written = 0

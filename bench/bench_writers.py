@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from oh.core.changes import Applied, parse_changes
-from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, connect
+from oh.storage.sqlite.notebooks import DRIVERS, Driver, SqliteMemoryStore, connect
 from oh.testing.memory_store import T0, open_notebook
 
 WARM_UP = 1000  # commits (or calls, shared by the writers) before the clock starts
@@ -59,7 +59,7 @@ def raw_rate(path: Path, driver: Driver, calls: int) -> float:
 
 def oh_rate(path: Path, driver: Driver, writers: int, calls: int) -> float:
     """Calls per second of ``writers`` threads writing ``calls`` single-change calls each."""
-    store = LibsqlMemoryStore(path, driver=driver)
+    store = SqliteMemoryStore(path, driver=driver)
     notebooks = [open_notebook(store, run=f"run-{i}") for i in range(writers)]
     warm_up = WARM_UP // writers
     changes = [

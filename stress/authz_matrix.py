@@ -603,7 +603,7 @@ def _observer(target: Target, access: Any) -> Any:
         )
     import sqlite3
 
-    from oh.storage.libsql import purge_authorizer
+    from oh.storage.sqlite.notebooks import purge_authorizer
 
     def own_settings() -> list[Any]:
         conn = access._conn

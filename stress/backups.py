@@ -70,10 +70,10 @@ from oh.recall import HashingEmbedder, Recall
 from oh.services.knowledge import Knowledge
 from oh.services.notebooks import Notebooks
 from oh.storage.base import MemoryStore, PurgeAccess
-from oh.storage.key_store import KeyShredder, LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.storage.libsql_vectors import LibsqlVectorStore
+from oh.storage.sqlite.keys import KeyShredder, SqliteKeyStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, SqlitePurgeAccess
+from oh.storage.sqlite.vectors import SqliteVectorStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import add, write
 from oh.tools import Caller, Tools
@@ -177,10 +177,10 @@ class Embedded:
         self.data.mkdir()
 
     def open(self, keyring: Keyring) -> MemoryStore:
-        return LibsqlMemoryStore(self.data / "memory.db", keyring=keyring)
+        return SqliteMemoryStore(self.data / "memory.db", keyring=keyring)
 
     def purge_access(self) -> PurgeAccess:
-        return LibsqlPurgeAccess(self.data / "memory.db", shredder=KeyShredder(self.keys))
+        return SqlitePurgeAccess(self.data / "memory.db", shredder=KeyShredder(self.keys))
 
     def backup(self, store: MemoryStore, name: str) -> Path:
         backup = self.backups / name
@@ -206,7 +206,7 @@ class Embedded:
             conn.close()
 
     def open_copy(self, location: str, keyring: Keyring) -> MemoryStore:
-        return LibsqlMemoryStore(location, keyring=keyring)
+        return SqliteMemoryStore(location, keyring=keyring)
 
     def directories(self) -> list[Path]:
         return []  # all under the scratch directory, scanned anyway
@@ -243,12 +243,12 @@ class Postgres:
         self.schema = self._schema.__enter__()
 
     def open(self, keyring: Keyring) -> MemoryStore:
-        from oh.storage.postgres import PostgresMemoryStore
+        from oh.storage.postgres.notebooks import PostgresMemoryStore
 
         return PostgresMemoryStore(self.schema.url(), keyring=keyring, max_size=2)
 
     def purge_access(self) -> PurgeAccess:
-        from oh.storage.postgres import PostgresPurgeAccess
+        from oh.storage.postgres.notebooks import PostgresPurgeAccess
 
         return PostgresPurgeAccess(self.schema.purge_url, shredder=KeyShredder(self.keys))
 
@@ -277,7 +277,7 @@ class Postgres:
             ).fetchall()
 
     def open_copy(self, location: str, keyring: Keyring) -> MemoryStore:
-        from oh.storage.postgres import PostgresMemoryStore
+        from oh.storage.postgres.notebooks import PostgresMemoryStore
 
         return PostgresMemoryStore(location, keyring=keyring, max_size=1)
 
@@ -318,16 +318,16 @@ def run(
 ) -> dict[str, Any]:
     rng = random.Random(seed)
     masters = MasterKeys(MasterKey.generate())
-    store = backend.open(Keyring(masters, LibsqlKeyStore(keys)))
+    store = backend.open(Keyring(masters, SqliteKeyStore(keys)))
     clock = FakeClock()
     notebooks = Notebooks(store, clock=clock)
     tools = Tools(store, None, b"x" * 32, clock=clock)
     (work / "knowledge").mkdir()
-    knowledge_store = LibsqlKnowledgeStore(work / "knowledge" / "knowledge.db")
+    knowledge_store = SqliteKnowledgeStore(work / "knowledge" / "knowledge.db")
     review = Knowledge(knowledge_store, store, clock=clock)
     recall = None
     if backend.vectors:
-        vector_store = LibsqlVectorStore(backend.data / "memory.db")  # type: ignore[union-attr]
+        vector_store = SqliteVectorStore(backend.data / "memory.db")  # type: ignore[union-attr]
         recall = Recall(store, vector_store, HashingEmbedder(), None, clock=clock)
     reader_stop = multiprocessing.get_context("spawn").Event()
     reader = multiprocessing.get_context("spawn").Process(
@@ -388,7 +388,7 @@ def run(
     vector_tries = vectors_opened = plain_vectors = words_recovered = 0
     token_tries = tokens_opened = guesses = guesses_confirmed = names_found = 0
     guessed = guessed_digests(all_marks, args.notes)
-    live = Keyring(masters, LibsqlKeyStore(keys))
+    live = Keyring(masters, SqliteKeyStore(keys))
     ciphers = [
         NotebookCipher(notebook_id, masters.by_id(master_id).unwrap(wrapped, notebook_id))
         for notebook_id, master_id, wrapped in live.store.wrapped()
@@ -426,7 +426,7 @@ def run(
                             vectors_opened += 1
                         except IntegrityError:
                             pass
-            copy = backend.open_copy(location, Keyring(masters, LibsqlKeyStore(keys)))
+            copy = backend.open_copy(location, Keyring(masters, SqliteKeyStore(keys)))
             try:
                 for notebook_id in gone:
                     try:
@@ -506,7 +506,7 @@ def _read_keys_in_a_loop(path: str, stop: Any) -> None:
 
 
 def _wrapped(keys: Path, notebook_id: str) -> bytes:
-    store = LibsqlKeyStore(keys, create=False)
+    store = SqliteKeyStore(keys, create=False)
     try:
         found = store.get(notebook_id)
     finally:

@@ -78,19 +78,19 @@ class Target:
         max_size = options.pop("max_size", 2)
         if self.key_store:
             from oh.keys import Keyring, MasterKey, MasterKeys
-            from oh.storage.key_store import LibsqlKeyStore
+            from oh.storage.sqlite.keys import SqliteKeyStore
 
             masters = MasterKeys(MasterKey.parse(self.master_key))
-            options["keyring"] = Keyring(masters, LibsqlKeyStore(self.key_store))
+            options["keyring"] = Keyring(masters, SqliteKeyStore(self.key_store))
         if self.kind == "postgres":
-            from oh.storage.postgres import PostgresMemoryStore
+            from oh.storage.postgres.notebooks import PostgresMemoryStore
 
             return PostgresMemoryStore(
                 self.location, max_size=max_size, application_name=application_name, **options
             )
-        from oh.storage.libsql import LibsqlMemoryStore
+        from oh.storage.sqlite.notebooks import SqliteMemoryStore
 
-        return LibsqlMemoryStore(self.location, **options)
+        return SqliteMemoryStore(self.location, **options)
 
     def execute(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         """Raw SQL outside Oh (``?`` placeholders), e.g. to look at or damage stored rows."""
@@ -110,12 +110,12 @@ class Target:
 
     def purge_access(self) -> PurgeAccess:
         if self.kind == "postgres":
-            from oh.storage.postgres import PostgresPurgeAccess
+            from oh.storage.postgres.notebooks import PostgresPurgeAccess
 
             return PostgresPurgeAccess(self.purge_location)
-        from oh.storage.libsql import LibsqlPurgeAccess
+        from oh.storage.sqlite.notebooks import SqlitePurgeAccess
 
-        return LibsqlPurgeAccess(self.location)
+        return SqlitePurgeAccess(self.location)
 
     def files(self) -> list[Path]:
         """Every file the database keeps: the libSQL file, its WAL and shared memory; or every

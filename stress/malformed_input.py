@@ -42,7 +42,7 @@ from hypothesis import strategies as st
 from harness import Server, common_arguments, report, scratch, seed_of
 from oh.errors import HTTP_STATUS
 from oh.services.notebooks import Notebooks
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.tools import ARGUMENT_NAMES, SECRET
 from oh.tools import Caller, Tools
@@ -90,7 +90,7 @@ def _deep(levels: int) -> Any:
 
 def tools_in_process(directory: Path, examples: int) -> dict[str, Any]:
     clock = FakeClock()
-    memory = LibsqlMemoryStore(directory / "fuzz-memory.db", synchronous="NORMAL")
+    memory = SqliteMemoryStore(directory / "fuzz-memory.db", synchronous="NORMAL")
     tools = Tools(memory, None, SECRET, clock=clock)
     notebook = Notebooks(memory, clock=clock).open("ann", "doc", "fuzz")
     caller = Caller(notebook.id, f"agent:{notebook.id}", "agent:fuzz")

@@ -32,7 +32,7 @@ from oh.core.changes import parse_changes
 from oh.core.notebook import new_notebook_id
 from oh.errors import Purged
 from oh.services.notebooks import purge_expired
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, SqlitePurgeAccess
 from oh.testing.memory_store import T0
 
 START = T0  # the moment every process is ready, on the race's own timeline
@@ -46,7 +46,7 @@ def _change(name: str, text: str) -> Any:
 
 def writer(path: str, ids: list[str], seed: int, deadline: float, ready: Any, out: Any) -> None:
     rng = random.Random(seed)
-    store = LibsqlMemoryStore(path, synchronous="NORMAL")
+    store = SqliteMemoryStore(path, synchronous="NORMAL")
     ready.wait(timeout=120)  # a process that died before the start fails the run, not hangs
     alive = list(ids)
     applied = refused_purged = retries = 0
@@ -89,7 +89,7 @@ def writer(path: str, ids: list[str], seed: int, deadline: float, ready: Any, ou
 
 
 def purger(path: str, total: int, deadline: float, ready: Any, out: Any) -> None:
-    access = LibsqlPurgeAccess(path)
+    access = SqlitePurgeAccess(path)
     ready.wait(timeout=120)  # a process that died before the start fails the run, not hangs
     began = time.monotonic()
 
@@ -108,7 +108,7 @@ def purger(path: str, total: int, deadline: float, ready: Any, out: Any) -> None
 
 def run(races: int, writers: int, spread: float, workdir: Path) -> dict[str, Any]:
     path = str(workdir / "memory.db")
-    store = LibsqlMemoryStore(path, synchronous="NORMAL")
+    store = SqliteMemoryStore(path, synchronous="NORMAL")
     ids = []
     for i in range(races):
         notebook_id = new_notebook_id()
@@ -141,7 +141,7 @@ def run(races: int, writers: int, spread: float, workdir: Path) -> dict[str, Any
     for proc in procs:
         proc.join()
 
-    store = LibsqlMemoryStore(path)
+    store = SqliteMemoryStore(path)
     resurrected = []
     for notebook_id in ids:
         notebook = store.notebook(notebook_id)

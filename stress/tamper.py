@@ -81,10 +81,10 @@ from oh.errors import OhError
 from oh.keys import MasterKey, MasterKeys
 from oh.keys.macs import KnowledgeMacs, RowKind
 from oh.services.knowledge import Knowledge
-from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.memory import InMemoryStore
 from oh.storage.rows import KINDS, PROPOSAL, REVIEWED, proposal_from_row
-from oh.storage.sql_knowledge import SqlKnowledgeStore
+from oh.storage.sql.knowledge import SqlKnowledgeStore
+from oh.storage.sqlite.keys import SqliteKeyStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, open_notebook
 from oh.testing.tools import SECRET
@@ -588,9 +588,9 @@ def fill(target: Target, seed: int, notebooks: int, entries: int) -> list[str]:
 
 def _embed(target: Target, store: Any, ids: list[str]) -> None:
     from oh.recall import HashingEmbedder, Recall
-    from oh.storage.libsql_vectors import LibsqlVectorStore
+    from oh.storage.sqlite.vectors import SqliteVectorStore
 
-    vectors = LibsqlVectorStore(target.location)
+    vectors = SqliteVectorStore(target.location)
     try:
         recall = Recall(store, vectors, HashingEmbedder(DIMENSIONS), clock=lambda: T0)
         for notebook_id in ids:
@@ -785,12 +785,12 @@ class KnowledgeTarget(NamedTuple):
 
     def open(self, macs: KnowledgeMacs | None) -> SqlKnowledgeStore:
         if self.kind == "postgres":
-            from oh.storage.postgres_knowledge import PostgresKnowledgeStore
+            from oh.storage.postgres.knowledge import PostgresKnowledgeStore
 
             return PostgresKnowledgeStore(self.location, max_size=2, macs=macs)
-        from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+        from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
 
-        return LibsqlKnowledgeStore(self.location, macs=macs)
+        return SqliteKnowledgeStore(self.location, macs=macs)
 
 
 OWNERS = ("ann", "bob")
@@ -1017,7 +1017,7 @@ def run_knowledge(target: KnowledgeTarget, trials: int, seed: int) -> dict[str, 
     from oh.verify import verify_knowledge
 
     rng = random.Random(seed)
-    key_store = LibsqlKeyStore(target.keys)
+    key_store = SqliteKeyStore(target.keys)
     macs = KnowledgeMacs(MasterKeys(MasterKey(rng.randbytes(32))), key_store, FakeClock(T0))
     store = target.open(macs)
     raw = Raw(Target(target.kind, target.location))

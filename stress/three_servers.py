@@ -467,7 +467,7 @@ def _drive(
 
 
 def _key_gone(keys: Schema, notebook_id: str) -> bool:
-    from oh.storage.postgres_keys import PostgresKeyStore
+    from oh.storage.postgres.keys import PostgresKeyStore
 
     store = PostgresKeyStore(keys.url(), max_size=1)
     try:

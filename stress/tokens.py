@@ -35,9 +35,9 @@ from typing import Any
 from harness import common_arguments, report, scratch, seed_of
 from oh.core.canonical import canonical_bytes
 from oh.host import Host
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.tools import Caller
 
@@ -144,9 +144,9 @@ def run(directory: Path, forgeries: int, seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     clock = FakeClock()
     host = Host(
-        LibsqlMemoryStore(directory / "memory.db"),
-        LibsqlKnowledgeStore(directory / "knowledge.db"),
-        LibsqlHostRegistry(directory / "knowledge.db"),
+        SqliteMemoryStore(directory / "memory.db"),
+        SqliteKnowledgeStore(directory / "knowledge.db"),
+        SqliteHostRegistry(directory / "knowledge.db"),
         clock=clock,
     )
     host.register_document("ann", "doc")

@@ -17,14 +17,14 @@ from oh.core.records import Record
 from oh.core.reviewed import Decision, ReviewedRecord, Source
 from oh.errors import NotFound
 from oh.storage.base import KnowledgeSource, KnowledgeStore, MemoryStore
-from oh.storage.libsql import Driver, LibsqlMemoryStore, connect
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.memory import InMemoryDatabase, InMemoryHostRegistry
-from oh.storage.postgres import PostgresMemoryStore
-from oh.storage.postgres_host import PostgresHostRegistry
-from oh.storage.postgres_knowledge import PostgresKnowledgeStore
-from oh.storage.sql_knowledge import SqlKnowledgeStore
+from oh.storage.postgres.host import PostgresHostRegistry
+from oh.storage.postgres.knowledge import PostgresKnowledgeStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
+from oh.storage.sql.knowledge import SqlKnowledgeStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import Driver, SqliteMemoryStore, connect
 from oh.testing.knowledge import (
     SOURCE,
     publish_by_review,
@@ -35,17 +35,17 @@ from oh.testing.tampering import Edit
 # -- reviewed knowledge and review on the embedded files, and a host's own knowledge source --------
 
 
-class LibsqlReviewHarness:
+class SqliteReviewHarness:
     def __init__(self, directory: Path, driver: Driver = "sqlite3") -> None:
         self.memory_path = directory / "memory.db"
         self.knowledge_path = directory / "knowledge.db"
         self.driver = driver
 
     def open_memory(self) -> MemoryStore:
-        return LibsqlMemoryStore(self.memory_path, driver=self.driver)
+        return SqliteMemoryStore(self.memory_path, driver=self.driver)
 
     def open_knowledge(self) -> KnowledgeStore:
-        return LibsqlKnowledgeStore(self.knowledge_path, driver=self.driver)
+        return SqliteKnowledgeStore(self.knowledge_path, driver=self.driver)
 
     def execute_knowledge(self, sql: str, params: tuple[Any, ...] = ()) -> None:
         conn = connect(self.knowledge_path, driver=self.driver)
@@ -76,7 +76,7 @@ class PublishedByReview:
             memory.close()
 
 
-class LibsqlSourceHarness(PublishedByReview, LibsqlReviewHarness):
+class SqliteSourceHarness(PublishedByReview, SqliteReviewHarness):
     pass
 
 
@@ -134,7 +134,7 @@ class HostSourceHarness:
 # -- the tools on the embedded files ---------------------------------------------------------------
 
 
-class LibsqlToolsHarness(LibsqlReviewHarness):
+class SqliteToolsHarness(SqliteReviewHarness):
     """Both files of a data directory, as review's harness opens them; and raw SQL on the
     memory file."""
 
@@ -183,13 +183,13 @@ class PostgresToolsHarness(PostgresReviewHarness):
 # -- the reference host's registry on every backend ------------------------------------------------
 
 
-class LibsqlRegistryHarness:
+class SqliteRegistryHarness:
     def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         self.path = path
         self.driver = driver
 
-    def open(self) -> LibsqlHostRegistry:
-        return LibsqlHostRegistry(self.path, driver=self.driver)
+    def open(self) -> SqliteHostRegistry:
+        return SqliteHostRegistry(self.path, driver=self.driver)
 
 
 class PostgresRegistryHarness:

@@ -31,13 +31,13 @@ def test_a_postgresql_url_is_the_postgresql_backend(url: str) -> None:
 
 # Backend modules the configuration must never import: it asks ``backend_of`` instead.
 _STORE_MODULES = {
-    "oh.storage.libsql_knowledge",
-    "oh.storage.libsql_host",
-    "oh.storage.libsql_vectors",
-    "oh.storage.postgres",
-    "oh.storage.postgres_knowledge",
-    "oh.storage.postgres_host",
-    "oh.storage.postgres_vectors",
+    "oh.storage.sqlite.knowledge",
+    "oh.storage.sqlite.host",
+    "oh.storage.sqlite.vectors",
+    "oh.storage.postgres.notebooks",
+    "oh.storage.postgres.knowledge",
+    "oh.storage.postgres.host",
+    "oh.storage.postgres.vectors",
 }
 
 
@@ -52,7 +52,7 @@ def test_the_configuration_opens_no_backend_of_its_own() -> None:
     assert ("oh.storage.backends", "backend_of") in imported  # it asks the one factory
     assert not {module for module, _ in imported} & _STORE_MODULES
     # From the embedded backend's module, only its names for drivers and durability settings.
-    assert {name for module, name in imported if module == "oh.storage.libsql"} <= {
+    assert {name for module, name in imported if module == "oh.storage.sqlite.notebooks"} <= {
         "DRIVERS",
         "Driver",
         "Synchronous",

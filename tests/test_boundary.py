@@ -35,9 +35,9 @@ from oh.core.notebook import Notebook
 from oh.errors import OhError
 from oh.host import Host, HostSettings
 from oh.storage.base import MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import in_thread
 from oh.tools import TOOLS
@@ -73,9 +73,9 @@ class Served:
 def served(tmp_path: Path) -> Iterator[Served]:
     recall = EveryNote()
     host = Host(
-        LibsqlMemoryStore(tmp_path / "memory.db"),
-        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
-        LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        SqliteMemoryStore(tmp_path / "memory.db"),
+        SqliteKnowledgeStore(tmp_path / "knowledge.db"),
+        SqliteHostRegistry(tmp_path / "knowledge.db"),
         clock=FakeClock(),
         settings=HostSettings(recall_shadow=False),
         recall=recall,
@@ -404,9 +404,9 @@ def test_oh_mcp_over_stdio_reads_each_line_as_http_reads_a_body(tmp_path: Path) 
     """``oh mcp``: raw lines with a duplicate key, ``5.0`` and bytes that are not UTF-8."""
     # The child process runs on the real clock, so the notebook is opened on it too.
     host = Host(
-        LibsqlMemoryStore(tmp_path / "memory.db"),
-        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
-        LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        SqliteMemoryStore(tmp_path / "memory.db"),
+        SqliteKnowledgeStore(tmp_path / "knowledge.db"),
+        SqliteHostRegistry(tmp_path / "knowledge.db"),
         clock=system_clock,
     )
     host.register_document("ann", "doc")

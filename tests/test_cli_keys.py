@@ -47,7 +47,7 @@ from oh.keys import (
     MasterKeys,
 )
 from oh.services.notebooks import purge_expired
-from oh.storage.key_store import KEY_STORE_FILE, LibsqlKeyStore
+from oh.storage.sqlite.keys import KEY_STORE_FILE, SqliteKeyStore
 from oh.testing.knowledge import publish_by_review
 from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.testing.served import Served, oh_command
@@ -135,7 +135,7 @@ def _stored_contents(memory: Path) -> list[str]:
 
 def _counts(key_store: Path) -> dict[str, int]:
     """How many data keys each master key wraps in the key store file."""
-    store = LibsqlKeyStore(key_store, create=False)
+    store = SqliteKeyStore(key_store, create=False)
     try:
         return store.count()
     finally:
@@ -440,7 +440,7 @@ def test_rotate_rewraps_every_data_key_and_the_rotated_key_file_alone_reads_them
     _read_all(_locations(data), written)  # with the rotated key file, the only key there
     assert _reviewed(_locations(data)) == ["finding:a", "finding:b"]  # MACs under the new key
     # The old key opens none of them any more.
-    store = LibsqlKeyStore(keys / KEY_STORE_FILE)
+    store = SqliteKeyStore(keys / KEY_STORE_FILE)
     stale = Keyring(MasterKeys(old), store)
     with pytest.raises(IntegrityError):
         stale.cipher(next(iter(written)))

@@ -13,11 +13,11 @@ import pytest
 
 from oh.core.changes import parse_changes
 from oh.services.notebooks import Notebooks
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 
 
 def _expired_notebook(data: Path) -> str:
-    store = LibsqlMemoryStore(data / "memory.db")
+    store = SqliteMemoryStore(data / "memory.db")
     # The wall clock, deliberately: the `oh purge` child decides expiry on its own real clock
     # (shifted with this process's when OH_CLOCK_SHIFT_DAYS is set), so the notebook must be
     # old by that clock.
@@ -50,7 +50,7 @@ def test_one_pass_purges_and_prints_a_structured_line(tmp_path: Path) -> None:
         "records": 1,
         "log": 1,
     }
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     assert store.notebook(notebook_id).state == "purged"
     store.close()
 

@@ -25,14 +25,14 @@ import test_sealed_postgres as sealed_postgres
 from harnesses import (
     HostSourceHarness,
     InMemoryRegistryHarness,
-    LibsqlRegistryHarness,
-    LibsqlReviewHarness,
-    LibsqlSourceHarness,
-    LibsqlToolsHarness,
     PostgresRegistryHarness,
     PostgresReviewHarness,
     PostgresSourceHarness,
     PostgresToolsHarness,
+    SqliteRegistryHarness,
+    SqliteReviewHarness,
+    SqliteSourceHarness,
+    SqliteToolsHarness,
 )
 from oh.testing.knowledge import KnowledgeSourceConformance, ReviewConformance
 from oh.testing.lifecycle import NotebookLifecycleConformance
@@ -41,7 +41,7 @@ from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
 from oh.testing.registry import HostRegistryConformance
 from oh.testing.tools import ToolsConformance
 from test_knowledge_macs import BACKENDS, MacedHarness, opened_backend
-from test_libsql_store import LibsqlHarness, LibsqlLifecycleHarness
+from test_libsql_store import SqliteHarness, SqliteLifecycleHarness
 from test_memory_backend import InMemoryHarness, InMemorySourceHarness
 from test_postgres_store import PostgresHarness, PostgresLifecycleHarness
 
@@ -79,8 +79,8 @@ SQLITE, LIBSQL, POSTGRES = "sqlite", "sqlite_libsql_driver", "postgres"
 TABLE: dict[str, list[Row]] = {
     "memory store": [
         ("memory", lambda _: InMemoryHarness()),
-        (SQLITE, lambda at: LibsqlHarness(at.directory / "memory.db")),
-        (LIBSQL, lambda at: LibsqlHarness(at.directory / "memory.db", driver="libsql")),
+        (SQLITE, lambda at: SqliteHarness(at.directory / "memory.db")),
+        (LIBSQL, lambda at: SqliteHarness(at.directory / "memory.db", driver="libsql")),
         (POSTGRES, lambda at: PostgresHarness(at.schema)),
         (f"{SQLITE}_sealed", lambda at: sealed_sqlite.SealedHarness(at.directory / "memory.db")),
         (
@@ -91,8 +91,8 @@ TABLE: dict[str, list[Row]] = {
     ],
     "lifecycle": [
         ("memory", lambda _: InMemoryHarness()),
-        (SQLITE, lambda at: LibsqlLifecycleHarness(at.directory / "memory.db")),
-        (LIBSQL, lambda at: LibsqlLifecycleHarness(at.directory / "memory.db", driver="libsql")),
+        (SQLITE, lambda at: SqliteLifecycleHarness(at.directory / "memory.db")),
+        (LIBSQL, lambda at: SqliteLifecycleHarness(at.directory / "memory.db", driver="libsql")),
         (POSTGRES, lambda at: PostgresLifecycleHarness(at.schema)),
         (
             f"{SQLITE}_sealed",
@@ -111,8 +111,8 @@ TABLE: dict[str, list[Row]] = {
     ],
     "tools": [
         ("memory", lambda _: InMemoryHarness()),
-        (SQLITE, lambda at: LibsqlToolsHarness(at.directory)),
-        (LIBSQL, lambda at: LibsqlToolsHarness(at.directory, driver="libsql")),
+        (SQLITE, lambda at: SqliteToolsHarness(at.directory)),
+        (LIBSQL, lambda at: SqliteToolsHarness(at.directory, driver="libsql")),
         (POSTGRES, lambda at: PostgresToolsHarness(at.schema)),
         (f"{SQLITE}_sealed", lambda at: sealed_sqlite.SealedToolsHarness(at.directory)),
         (
@@ -126,23 +126,23 @@ TABLE: dict[str, list[Row]] = {
     ],
     "knowledge source": [
         ("memory", lambda _: InMemorySourceHarness()),
-        (SQLITE, lambda at: LibsqlSourceHarness(at.directory)),
-        (LIBSQL, lambda at: LibsqlSourceHarness(at.directory, driver="libsql")),
+        (SQLITE, lambda at: SqliteSourceHarness(at.directory)),
+        (LIBSQL, lambda at: SqliteSourceHarness(at.directory, driver="libsql")),
         (POSTGRES, lambda at: PostgresSourceHarness(at.schema)),
         ("host", lambda _: HostSourceHarness()),  # a host's own source: three methods
         *((f"{kind}_macs", lambda at, kind=kind: at.maced(kind)) for kind in BACKENDS),
     ],
     "review": [
         ("memory", lambda _: InMemoryHarness()),
-        (SQLITE, lambda at: LibsqlReviewHarness(at.directory)),
-        (LIBSQL, lambda at: LibsqlReviewHarness(at.directory, driver="libsql")),
+        (SQLITE, lambda at: SqliteReviewHarness(at.directory)),
+        (LIBSQL, lambda at: SqliteReviewHarness(at.directory, driver="libsql")),
         (POSTGRES, lambda at: PostgresReviewHarness(at.schema)),
         *((f"{kind}_macs", lambda at, kind=kind: at.maced(kind)) for kind in BACKENDS),
     ],
     "host registry": [
         ("memory", lambda _: InMemoryRegistryHarness()),
-        (SQLITE, lambda at: LibsqlRegistryHarness(at.directory / "knowledge.db")),
-        (LIBSQL, lambda at: LibsqlRegistryHarness(at.directory / "knowledge.db", driver="libsql")),
+        (SQLITE, lambda at: SqliteRegistryHarness(at.directory / "knowledge.db")),
+        (LIBSQL, lambda at: SqliteRegistryHarness(at.directory / "knowledge.db", driver="libsql")),
         (POSTGRES, lambda at: PostgresRegistryHarness(at.schema)),
     ],
 }

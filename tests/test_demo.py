@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from oh.cli import main
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.verify import verify_store
 
 
@@ -21,7 +21,7 @@ def test_the_demo_walks_through_the_reef_example(
     assert '"status": "refused", "reason": "stale", "current_version": 3' in out
     assert "same result as before: True; log entries: 3" in out
     assert "verify: replayed 4 log entries" in out and out.rstrip().endswith("OK")
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     assert verify_store(store).ok
     assert len(store.records(store.notebook_ids()[0])) == 3
     store.close()
@@ -33,7 +33,7 @@ def test_oh_verify_reports_ok_then_a_tampered_entry(tmp_path: Path) -> None:
     ok = subprocess.run(command, capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert "4 log entries, 3 records; 0 knowledge revisions, 0 reviewed versions: OK" in ok.stdout
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     store._conn.execute("UPDATE log SET content = replace(content, '2014', '2019')")
     store.close()
     bad = subprocess.run(command, capture_output=True, text=True)

@@ -12,8 +12,8 @@ import pytest
 from oh.config import Locations, embedded_driver, open_host, open_memory_store
 from oh.core.changes import Applied
 from oh.errors import AlreadyExists, InvalidArgument, StorageUnavailable
-from oh.storage.libsql import DRIVERS, Driver, LibsqlMemoryStore, connect, translated
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import DRIVERS, Driver, SqliteMemoryStore, connect, translated
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.verify import verify_store
@@ -23,7 +23,7 @@ from oh.verify import verify_store
 # drivers in tests/test_knowledge_macs.py.
 
 
-def _note(store: LibsqlMemoryStore, notebook_id: str, based_on: int, text: str) -> None:
+def _note(store: SqliteMemoryStore, notebook_id: str, based_on: int, text: str) -> None:
     result = write(store, notebook_id, based_on, f"req-{based_on}", add(f"note:n{based_on}", text))
     assert isinstance(result, Applied), result
 
@@ -33,19 +33,19 @@ def test_a_file_written_by_one_driver_is_read_written_and_verified_by_the_other(
     tmp_path: Path, first: Driver, second: Driver
 ) -> None:
     path = tmp_path / "memory.db"
-    store = LibsqlMemoryStore(path, driver=first)  # creates and migrates the file
+    store = SqliteMemoryStore(path, driver=first)  # creates and migrates the file
     notebook_id = open_notebook(store)
     for version in range(3):
         _note(store, notebook_id, version, f"written through {first}, note {version}")
     store.close()
 
-    other = LibsqlMemoryStore(path, driver=second)
+    other = SqliteMemoryStore(path, driver=second)
     assert [r.name for r in other.records(notebook_id)] == ["note:n0", "note:n1", "note:n2"]
     _note(other, notebook_id, 3, f"written through {second}")
     assert verify_store(other).ok
     other.close()
 
-    again = LibsqlMemoryStore(path, driver=first)
+    again = SqliteMemoryStore(path, driver=first)
     assert [r.version for r in again.records(notebook_id)] == [1, 2, 3, 4]
     assert verify_store(again).ok
     again.close()
@@ -54,13 +54,13 @@ def test_a_file_written_by_one_driver_is_read_written_and_verified_by_the_other(
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_both_drivers_translate_driver_errors_the_same(tmp_path: Path, driver: Driver) -> None:
     path = tmp_path / "knowledge.db"
-    LibsqlKnowledgeStore(path, driver=driver).close()
+    SqliteKnowledgeStore(path, driver=driver).close()
     conn = connect(path, driver=driver)
     insert = (
         "INSERT INTO proposals (id, owner, proposed_by, proposed_at, name, content, digest,"
         " source, state) VALUES (?, 'ann', 'ann', ?, 'finding:a', '{}', 'd', '{}', 'pending')"
     )
-    store = LibsqlMemoryStore(tmp_path / "memory.db", driver=driver, busy_wait=0.05)
+    store = SqliteMemoryStore(tmp_path / "memory.db", driver=driver, busy_wait=0.05)
     blocker = connect(tmp_path / "memory.db", driver=driver)
     blocker.execute("BEGIN IMMEDIATE")
     try:
@@ -89,7 +89,7 @@ def test_the_driver_comes_from_oh_embedded_driver(
     monkeypatch.setenv("OH_EMBEDDED_DRIVER", "libsql")
     locations = Locations.resolve(str(tmp_path / "data"))
     store = open_memory_store(locations)
-    assert isinstance(store, LibsqlMemoryStore) and store.driver == "libsql"
+    assert isinstance(store, SqliteMemoryStore) and store.driver == "libsql"
     store.close()
     host = open_host(locations, clock=FakeClock(T0))
     try:
@@ -101,5 +101,5 @@ def test_the_driver_comes_from_oh_embedded_driver(
 
 def test_an_unknown_driver_is_refused_before_a_file_is_made(tmp_path: Path) -> None:
     with pytest.raises(InvalidArgument, match="embedded driver"):
-        LibsqlMemoryStore(tmp_path / "memory.db", driver="bogus")  # type: ignore[arg-type]
+        SqliteMemoryStore(tmp_path / "memory.db", driver="bogus")  # type: ignore[arg-type]
     assert os.listdir(tmp_path) == []

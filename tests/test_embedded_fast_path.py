@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from oh.keys import Keyring, MasterKey, MasterKeys
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore
 from oh.storage.memory import InMemoryStore
+from oh.storage.sqlite.keys import SqliteKeyStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.memory_store import (
     SINGLE_CHANGE_CASES,
     TWO_CHANGE_CASES,
@@ -27,17 +27,17 @@ SETUPS = [("sqlite3", True), ("sqlite3", False), ("libsql", False)]
 
 
 @pytest.fixture(params=SETUPS, ids=lambda s: f"{s[0]}-{'sealed' if s[1] else 'plain'}")
-def stores(request: Any, tmp_path: Path) -> Iterator[tuple[LibsqlMemoryStore, LibsqlMemoryStore]]:
+def stores(request: Any, tmp_path: Path) -> Iterator[tuple[SqliteMemoryStore, SqliteMemoryStore]]:
     """Two stores on one file (the second writes a head the first never saw), and one keyring."""
     driver, sealed = request.param
     if driver == "libsql":
         pytest.importorskip("libsql")
     keyring = None
     if sealed:
-        keyring = Keyring(MasterKeys(MasterKey.generate()), LibsqlKeyStore(tmp_path / "keys.db"))
+        keyring = Keyring(MasterKeys(MasterKey.generate()), SqliteKeyStore(tmp_path / "keys.db"))
     options: dict[str, Any] = {"keyring": keyring, "driver": driver, "synchronous": "OFF"}
-    store = LibsqlMemoryStore(tmp_path / "memory.db", **options)
-    other = LibsqlMemoryStore(tmp_path / "memory.db", **options)
+    store = SqliteMemoryStore(tmp_path / "memory.db", **options)
+    other = SqliteMemoryStore(tmp_path / "memory.db", **options)
     yield store, other
     store.close()
     other.close()
@@ -48,7 +48,7 @@ def stores(request: Any, tmp_path: Path) -> Iterator[tuple[LibsqlMemoryStore, Li
     [pytest.param(*case, id="-".join(str(p) for p in case)) for case in SINGLE_CHANGE_CASES],
 )
 def test_every_single_change_call_answers_as_the_reference_backend(
-    stores: tuple[LibsqlMemoryStore, LibsqlMemoryStore],
+    stores: tuple[SqliteMemoryStore, SqliteMemoryStore],
     op: str,
     name: str,
     based_on: int,
@@ -67,7 +67,7 @@ def test_every_single_change_call_answers_as_the_reference_backend(
     ],
 )
 def test_every_two_change_call_answers_as_the_reference_backend(
-    stores: tuple[LibsqlMemoryStore, LibsqlMemoryStore],
+    stores: tuple[SqliteMemoryStore, SqliteMemoryStore],
     first: tuple[str, str],
     second: tuple[str, str],
     head: str,

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from oh import LibsqlMemoryStore
+from oh import SqliteMemoryStore
 from oh.config import Locations, open_knowledge_store, open_memory_store
 from oh.errors import Forbidden, NotFound, StorageUnavailable
 from oh.tools.schemas import ARGUMENTS
@@ -111,7 +111,7 @@ def test_the_example_tells_its_story_and_leaves_data_that_oh_verify_passes(
     # Sponge sealed its notes with the keys beside its data: open them as it does.
     assert (directory / "oh-keys" / "master.key").is_file()
     with pytest.raises(StorageUnavailable, match="sealed"):
-        LibsqlMemoryStore(directory / "oh" / "memory.db")  # never opened without them
+        SqliteMemoryStore(directory / "oh" / "memory.db")  # never opened without them
     memory = open_memory_store(Locations(directory / "oh", create=False))
     knowledge = open_knowledge_store(Locations(directory / "oh", create=False))
     try:

@@ -17,7 +17,7 @@ from oh.core.changes import Applied, RememberResult, parse_changes
 from oh.core.decision import Call
 from oh.errors import NotFound, OhError, Purged, StorageUnavailable
 from oh.storage.group_commit import GROUP_LIMIT
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.verify import verify_store
 
@@ -33,7 +33,7 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 class Statements:
     """Every statement the store's connection runs (the standard library's trace hook)."""
 
-    def __init__(self, store: LibsqlMemoryStore) -> None:
+    def __init__(self, store: SqliteMemoryStore) -> None:
         self.seen: list[str] = []
         store._conn.set_trace_callback(self.seen.append)
 
@@ -44,7 +44,7 @@ class Statements:
 Outcome = RememberResult | OhError
 
 
-def _grouped(store: LibsqlMemoryStore, calls: list[Callable[[], RememberResult]]) -> list[Outcome]:
+def _grouped(store: SqliteMemoryStore, calls: list[Callable[[], RememberResult]]) -> list[Outcome]:
     """Run ``calls[0]`` as the leader of a flush held up until ``calls[1:]`` are all queued,
     so those form exactly one group; return each call's result or error, in order."""
     outcomes: list[Outcome | None] = [None] * len(calls)
@@ -70,12 +70,12 @@ def _grouped(store: LibsqlMemoryStore, calls: list[Callable[[], RememberResult]]
 
 @pytest.fixture
 def store(tmp_path: Path) -> Any:
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     yield store
     store.close()
 
 
-def test_a_call_alone_flushes_alone_with_no_savepoint(store: LibsqlMemoryStore) -> None:
+def test_a_call_alone_flushes_alone_with_no_savepoint(store: SqliteMemoryStore) -> None:
     notebook_id = open_notebook(store)
     statements = Statements(store)
     for version in range(3):
@@ -86,7 +86,7 @@ def test_a_call_alone_flushes_alone_with_no_savepoint(store: LibsqlMemoryStore) 
     assert not any("SAVEPOINT" in seen for seen in statements.seen)
 
 
-def test_calls_that_arrive_during_a_flush_share_the_next_one(store: LibsqlMemoryStore) -> None:
+def test_calls_that_arrive_during_a_flush_share_the_next_one(store: SqliteMemoryStore) -> None:
     notebooks = [open_notebook(store, run=f"run-{i}") for i in range(8)]
     statements = Statements(store)
     calls = [
@@ -104,7 +104,7 @@ def test_calls_that_arrive_during_a_flush_share_the_next_one(store: LibsqlMemory
 
 
 def _mixed_calls(
-    target: LibsqlMemoryStore, a: str, b: str, c: str, gone: str
+    target: SqliteMemoryStore, a: str, b: str, c: str, gone: str
 ) -> list[Callable[[], RememberResult]]:
     return [
         lambda: write(target, a, 0, "lead", add("note:lead")),
@@ -118,7 +118,7 @@ def _mixed_calls(
     ]
 
 
-def _starting_state(target: LibsqlMemoryStore) -> tuple[str, str, str, str]:
+def _starting_state(target: SqliteMemoryStore) -> tuple[str, str, str, str]:
     a, b, c, gone = (open_notebook(target, run=f"run-{i}") for i in range(4))
     assert isinstance(write(target, b, 0, "b1", add("note:b")), Applied)
     target.forget(gone, T0)
@@ -130,7 +130,7 @@ def _shape(outcome: Outcome) -> Any:
 
 
 def test_a_refused_or_failing_call_leaves_the_rest_of_its_group_alone(
-    tmp_path: Path, store: LibsqlMemoryStore
+    tmp_path: Path, store: SqliteMemoryStore
 ) -> None:
     grouped = _grouped(store, _mixed_calls(store, *_starting_state(store)))
     kinds = [type(o) for o in grouped]
@@ -139,7 +139,7 @@ def test_a_refused_or_failing_call_leaves_the_rest_of_its_group_alone(
     assert verify_store(store).ok
 
     # The same calls one after another, from the same starting state, answer the same.
-    alone = LibsqlMemoryStore(tmp_path / "serial.db")
+    alone = SqliteMemoryStore(tmp_path / "serial.db")
     serial: list[Outcome] = []
     for call in _mixed_calls(alone, *_starting_state(alone)):
         try:
@@ -170,7 +170,7 @@ class FailingCommit:
         return getattr(self._conn, name)
 
 
-def test_a_group_that_cannot_commit_writes_none_of_its_calls(store: LibsqlMemoryStore) -> None:
+def test_a_group_that_cannot_commit_writes_none_of_its_calls(store: SqliteMemoryStore) -> None:
     notebooks = [open_notebook(store, run=f"run-{i}") for i in range(5)]
     real = store._conn
     store._conn = FailingCommit(real, fail_at=2)  # the leader's flush commits, the group's not
@@ -192,7 +192,7 @@ def test_a_group_that_cannot_commit_writes_none_of_its_calls(store: LibsqlMemory
 
 @pytest.mark.parametrize("driver", ["sqlite3", "libsql"])
 def test_eight_writers_on_eight_notebooks_lose_nothing(tmp_path: Path, driver: Any) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db", driver=driver)
+    store = SqliteMemoryStore(tmp_path / "memory.db", driver=driver)
     notebooks = [open_notebook(store, run=f"run-{i}") for i in range(8)]
     failures: list[BaseException] = []
 
@@ -215,7 +215,7 @@ def test_eight_writers_on_eight_notebooks_lose_nothing(tmp_path: Path, driver: A
     store.close()
 
 
-def test_writers_contending_for_one_notebook_lose_no_update(store: LibsqlMemoryStore) -> None:
+def test_writers_contending_for_one_notebook_lose_no_update(store: SqliteMemoryStore) -> None:
     notebook_id = open_notebook(store)
     applied: list[int] = []
     lock = threading.Lock()
@@ -246,7 +246,7 @@ def test_writers_contending_for_one_notebook_lose_no_update(store: LibsqlMemoryS
     assert verify_store(store).ok
 
 
-def test_a_read_does_not_wait_for_a_flush_in_progress(store: LibsqlMemoryStore) -> None:
+def test_a_read_does_not_wait_for_a_flush_in_progress(store: SqliteMemoryStore) -> None:
     """Reads have a connection of their own: in WAL mode a reader never waits for the writer,
     so a read answers while a flush (its fsync included) holds the writer's connection."""
     notebook_id = open_notebook(store)
@@ -266,7 +266,7 @@ def test_a_read_does_not_wait_for_a_flush_in_progress(store: LibsqlMemoryStore) 
     assert answers[1] == ["note:a"]
 
 
-def test_a_read_made_inside_a_write_reads_that_write(store: LibsqlMemoryStore) -> None:
+def test_a_read_made_inside_a_write_reads_that_write(store: SqliteMemoryStore) -> None:
     notebook_id = open_notebook(store)
     with store._write() as conn:
         conn.execute("UPDATE notebooks SET pinned_revision = 7 WHERE id = ?", (notebook_id,))
@@ -276,7 +276,7 @@ def test_a_read_made_inside_a_write_reads_that_write(store: LibsqlMemoryStore) -
 
 
 def test_a_batch_larger_than_a_group_is_written_in_groups_and_answered_in_order(
-    store: LibsqlMemoryStore,
+    store: SqliteMemoryStore,
 ) -> None:
     notebooks = [open_notebook(store, run=f"run-{i}") for i in range(GROUP_LIMIT + 6)]
     statements = Statements(store)
@@ -343,7 +343,7 @@ def test_group_commit_is_a_strategy_over_any_two_ways_to_write() -> None:
     assert committer.all([20, 21]) == [200, 210]
 
 
-def test_the_store_and_the_http_batches_keep_one_pace(store: LibsqlMemoryStore) -> None:
+def test_the_store_and_the_http_batches_keep_one_pace(store: SqliteMemoryStore) -> None:
     """After a flush of several, the next may wait for as many, half that flush's time and at
     most 1 ms; after a lone call, never. The store's group commit and the HTTP server's batches
     of remember calls are paced by the same rule (``oh.storage.group_commit.Pace``)."""

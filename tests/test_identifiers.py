@@ -25,12 +25,12 @@ from oh.core.identifiers import IDENTIFIER_PATTERN, check_identifier
 from oh.errors import InvalidArgument
 from oh.host import Host
 from oh.storage.base import KnowledgeStore, MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.storage.postgres import PostgresMemoryStore
-from oh.storage.postgres_host import PostgresHostRegistry
-from oh.storage.postgres_knowledge import PostgresKnowledgeStore
+from oh.storage.postgres.host import PostgresHostRegistry
+from oh.storage.postgres.knowledge import PostgresKnowledgeStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.postgres_cluster import fresh_schema, shared_cluster
 from oh.transfer import export_knowledge, export_notebooks, import_export
@@ -73,13 +73,13 @@ def backend(
     if request.param == "libsql":
         directory = tmp_path_factory.mktemp("identifiers")
         host = _host(
-            LibsqlMemoryStore(directory / "memory.db", synchronous="NORMAL"),
-            LibsqlKnowledgeStore(directory / "knowledge.db", synchronous="NORMAL"),
-            LibsqlHostRegistry(directory / "knowledge.db"),
+            SqliteMemoryStore(directory / "memory.db", synchronous="NORMAL"),
+            SqliteKnowledgeStore(directory / "knowledge.db", synchronous="NORMAL"),
+            SqliteHostRegistry(directory / "knowledge.db"),
         )
         mirror = (
-            LibsqlMemoryStore(directory / "mirror-memory.db", synchronous="NORMAL"),
-            LibsqlKnowledgeStore(directory / "mirror-knowledge.db", synchronous="NORMAL"),
+            SqliteMemoryStore(directory / "mirror-memory.db", synchronous="NORMAL"),
+            SqliteKnowledgeStore(directory / "mirror-knowledge.db", synchronous="NORMAL"),
         )
         yield Backend(host, *mirror)
         for store in (host._memory, host._knowledge, host._registry, *mirror):
@@ -298,9 +298,9 @@ def test_an_import_refuses_an_identifier_with_a_control_character(tmp_path: Path
     """An export edited to hold a NUL in a request id imports nothing (it could not be kept)."""
     clock = FakeClock()
     host = Host(
-        LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL"),
-        LibsqlKnowledgeStore(tmp_path / "knowledge.db", synchronous="NORMAL"),
-        LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL"),
+        SqliteKnowledgeStore(tmp_path / "knowledge.db", synchronous="NORMAL"),
+        SqliteHostRegistry(tmp_path / "knowledge.db"),
         clock=clock,
     )
     host.register_document("ann", "doc")
@@ -317,7 +317,7 @@ def test_an_import_refuses_an_identifier_with_a_control_character(tmp_path: Path
     exported = _exported(export_notebooks, host._memory, [notebook.id])
     edited = exported.replace(b'"request_id":"r-1"', b'"request_id":"r\\u0000-1"')
     assert edited != exported
-    target = LibsqlMemoryStore(tmp_path / "target.db", synchronous="NORMAL")
+    target = SqliteMemoryStore(tmp_path / "target.db", synchronous="NORMAL")
     with pytest.raises(InvalidArgument, match="invisible character"):
         import_export(io.BytesIO(edited), memory=target)
     assert list(target.notebook_ids()) == []

@@ -22,8 +22,8 @@ import pytest
 from oh.errors import StorageUnavailable
 from oh.keys import Keyring, MasterKey, MasterKeys
 from oh.services.notebooks import purge_expired
-from oh.storage.key_store import KeyShredder, LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.storage.sqlite.keys import KeyShredder, SqliteKeyStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, SqlitePurgeAccess
 from oh.testing.memory_store import T0, add, open_notebook, write
 
 
@@ -47,15 +47,15 @@ def _files_holding(directory: Path, needle: bytes) -> list[str]:
 def sealed(tmp_path: Path) -> Any:
     keys = tmp_path / "keys"
     masters = MasterKeys(MasterKey.generate())
-    store = LibsqlMemoryStore(
-        tmp_path / "memory.db", keyring=Keyring(masters, LibsqlKeyStore(keys / "keys.db"))
+    store = SqliteMemoryStore(
+        tmp_path / "memory.db", keyring=Keyring(masters, SqliteKeyStore(keys / "keys.db"))
     )
     yield store, keys
     store.close()
 
 
 def _wrapped(keys: Path, notebook_id: str) -> bytes:
-    store = LibsqlKeyStore(keys / "keys.db", create=False)
+    store = SqliteKeyStore(keys / "keys.db", create=False)
     try:
         found = store.get(notebook_id)
     finally:
@@ -100,7 +100,7 @@ def test_a_purge_pass_with_readers_leaves_no_copy_of_the_keys(sealed: Any) -> No
     stop = context.Event()
     reader = context.Process(target=_reader, args=(str(keys / "keys.db"), stop, 0.01))
     reader.start()
-    access = LibsqlPurgeAccess(store.path, shredder=KeyShredder(keys / "keys.db"))
+    access = SqlitePurgeAccess(store.path, shredder=KeyShredder(keys / "keys.db"))
     try:
         time.sleep(0.5)
         report = purge_expired(access, T0 + timedelta(days=2))
@@ -151,7 +151,7 @@ def test_a_key_store_from_an_earlier_release_in_wal_mode_is_turned_to_a_journal(
     conn.execute("INSERT INTO data_keys VALUES ('nb_1', 'm', x'00112233')")
     conn.commit()
     conn.close()
-    store = LibsqlKeyStore(path)
+    store = SqliteKeyStore(path)
     try:
         assert store.get("nb_1") == ("m", bytes.fromhex("00112233"))
         mode = store._conn.execute("PRAGMA journal_mode").fetchone()[0]

@@ -135,9 +135,9 @@ def test_a_value_spelled_like_a_token_is_never_taken_for_one() -> None:
 
 def test_destroying_a_key_empties_what_the_ciphers_remember(tmp_path: Path) -> None:
     from oh.keys import Keyring
-    from oh.storage.key_store import LibsqlKeyStore
+    from oh.storage.sqlite.keys import SqliteKeyStore
 
-    keyring = Keyring(MasterKeys(MasterKey.generate()), LibsqlKeyStore(tmp_path / "keys.db"))
+    keyring = Keyring(MasterKeys(MasterKey.generate()), SqliteKeyStore(tmp_path / "keys.db"))
     try:
         cipher = keyring.create("nb_a")
         token = cipher.token("finding:patient-0042-status", "name")

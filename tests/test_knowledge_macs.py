@@ -25,11 +25,11 @@ from oh.keys import MasterKey, MasterKeys
 from oh.keys.macs import MARKER, KnowledgeMacs, remac
 from oh.services.knowledge import Knowledge
 from oh.storage.base import KnowledgeStore, MemoryStore
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.libsql import Driver, LibsqlMemoryStore
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.rows import KINDS
-from oh.storage.sql_knowledge import SqlKnowledgeStore
+from oh.storage.sql.knowledge import SqlKnowledgeStore
+from oh.storage.sqlite.keys import SqliteKeyStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import Driver, SqliteMemoryStore
 from oh.testing.knowledge import (
     SOURCE,
 )
@@ -50,7 +50,7 @@ class Backend:
         self.kind = kind
         self.driver = driver  # the embedded database's driver
         self.location = location
-        self.key_store = LibsqlKeyStore(keys)
+        self.key_store = SqliteKeyStore(keys)
         self.clock = FakeClock(T0)
 
     def macs(self, masters: MasterKeys | None = None) -> KnowledgeMacs:
@@ -58,10 +58,10 @@ class Backend:
 
     def open(self, macs: KnowledgeMacs | None = None) -> SqlKnowledgeStore:
         if self.kind == "postgres":
-            from oh.storage.postgres_knowledge import PostgresKnowledgeStore
+            from oh.storage.postgres.knowledge import PostgresKnowledgeStore
 
             return PostgresKnowledgeStore(self.location, max_size=2, macs=macs)
-        return LibsqlKnowledgeStore(self.location, macs=macs, driver=self.driver)
+        return SqliteKnowledgeStore(self.location, macs=macs, driver=self.driver)
 
     def sql(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         if self.kind == "postgres":
@@ -123,7 +123,7 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]
 
 @pytest.fixture
 def memory(tmp_path: Path) -> Iterator[MemoryStore]:
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     yield store
     store.close()
 
@@ -654,7 +654,7 @@ class MacedHarness(PublishedByReview):
         self.memory_path = directory / "memory.db"
 
     def open_memory(self) -> MemoryStore:
-        return LibsqlMemoryStore(self.memory_path)
+        return SqliteMemoryStore(self.memory_path)
 
     def open_knowledge(self) -> KnowledgeStore:
         return self.backend.open(self.backend.macs())

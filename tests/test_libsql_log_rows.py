@@ -12,14 +12,14 @@ import pytest
 
 from oh.core.changes import LogEntry, parse_changes
 from oh.errors import IntegrityError
-from oh.storage.libsql import LibsqlMemoryStore, _statements
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, _statements
 from oh.testing.memory_store import T0, add, open_notebook, remove, replace
 from oh.verify import verify_notebook
 
 MIGRATIONS = "oh.storage.migrations.libsql"
 
 
-def _write(store: LibsqlMemoryStore, notebook: str) -> None:
+def _write(store: SqliteMemoryStore, notebook: str) -> None:
     calls = [
         [add("note:a", "first"), add("note:b", 'quotes " and \\ and \u00e9 \U0001f600')],
         [add("note:c", "one change")],
@@ -52,7 +52,7 @@ def _old_layout(path: Path) -> None:
     conn.close()
 
 
-def _copy_into_old_layout(store: LibsqlMemoryStore, notebook: str, path: Path) -> None:
+def _copy_into_old_layout(store: SqliteMemoryStore, notebook: str, path: Path) -> None:
     entries = list(store.log(notebook))
     nb = store.notebook(notebook)
     conn = sqlite3.connect(str(path), isolation_level=None)
@@ -101,7 +101,7 @@ def _copy_into_old_layout(store: LibsqlMemoryStore, notebook: str, path: Path) -
 
 
 def test_a_database_in_the_earlier_layout_migrates_to_the_same_log(tmp_path: Path) -> None:
-    store = LibsqlMemoryStore(tmp_path / "new.db")
+    store = SqliteMemoryStore(tmp_path / "new.db")
     notebook = open_notebook(store)
     _write(store, notebook)
     entries: list[LogEntry] = list(store.log(notebook))
@@ -109,7 +109,7 @@ def test_a_database_in_the_earlier_layout_migrates_to_the_same_log(tmp_path: Pat
     _old_layout(tmp_path / "old.db")
     _copy_into_old_layout(store, notebook, tmp_path / "old.db")
 
-    migrated = LibsqlMemoryStore(tmp_path / "old.db")
+    migrated = SqliteMemoryStore(tmp_path / "old.db")
     try:
         assert list(migrated.log(notebook)) == entries
         assert list(migrated.log(notebook, batch=1)) == entries
@@ -145,7 +145,7 @@ def test_a_database_in_the_earlier_layout_migrates_to_the_same_log(tmp_path: Pat
     ],
 )
 def test_a_row_that_does_not_hold_its_changes_is_damage(tmp_path: Path, damage: str) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     notebook = open_notebook(store)
     _write(store, notebook)
     conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
@@ -163,7 +163,7 @@ def test_a_row_that_does_not_hold_its_changes_is_damage(tmp_path: Path, damage: 
 
 
 def test_one_change_is_kept_plainly_and_several_as_arrays(tmp_path: Path) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     notebook = open_notebook(store)
     _write(store, notebook)
     rows = store._conn.execute(

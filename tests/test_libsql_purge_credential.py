@@ -20,7 +20,7 @@ import pytest
 
 from oh.core.notebook import new_notebook_id
 from oh.services.notebooks import Notebooks
-from oh.storage.libsql import LibsqlMemoryStore, LibsqlPurgeAccess, purge_authorizer
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, SqlitePurgeAccess, purge_authorizer
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, write
 
@@ -41,7 +41,7 @@ def ids(path: Path) -> dict[str, str]:
     """Notebooks in each situation, written and closed before the purge credential opens (so
     a journal-mode switch would not merely find the file busy)."""
     clock = FakeClock()
-    store = LibsqlMemoryStore(path)
+    store = SqliteMemoryStore(path)
     young = Notebooks(store, clock=clock, lifetime=CENTURY).open("ann", "doc", "young")
     old = Notebooks(store, clock=clock).open("ann", "doc", "old")
     for notebook in (young, old):
@@ -62,17 +62,17 @@ def ids(path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def access(path: Path, ids: dict[str, str]) -> Iterator[LibsqlPurgeAccess]:
-    access = LibsqlPurgeAccess(path)
+def access(path: Path, ids: dict[str, str]) -> Iterator[SqlitePurgeAccess]:
+    access = SqlitePurgeAccess(path)
     yield access
     access.close()
 
 
-def attack(access: LibsqlPurgeAccess, sql: str, params: tuple[Any, ...] = ()) -> Any:
+def attack(access: SqlitePurgeAccess, sql: str, params: tuple[Any, ...] = ()) -> Any:
     return access._conn.execute(sql, params).fetchall()
 
 
-def unguarded(access: LibsqlPurgeAccess, sql: str) -> Any:
+def unguarded(access: SqlitePurgeAccess, sql: str) -> Any:
     """Look at the purge connection's own settings, the authorizer lifted for the test."""
     conn = access._conn
     conn.set_authorizer(None)
@@ -130,7 +130,7 @@ def snapshot(path: Path) -> Any:
     ],
 )
 def test_no_pragma_passes_the_purge_credential(
-    path: Path, access: LibsqlPurgeAccess, sql: str
+    path: Path, access: SqlitePurgeAccess, sql: str
 ) -> None:
     before = snapshot(path)
     settings = "secure_delete", "synchronous", "foreign_keys", "recursive_triggers", "query_only"
@@ -180,7 +180,7 @@ def test_no_pragma_passes_the_purge_credential(
     ],
 )
 def test_the_purge_credential_cannot_attach_copy_or_change_the_schema(
-    path: Path, ids: dict[str, str], access: LibsqlPurgeAccess, sql: str
+    path: Path, ids: dict[str, str], access: SqlitePurgeAccess, sql: str
 ) -> None:
     before = snapshot(path)
     files = sorted(p.name for p in path.parent.iterdir())
@@ -198,7 +198,7 @@ def test_the_purge_credential_cannot_attach_copy_or_change_the_schema(
 
 
 def test_a_tombstone_takes_its_notebooks_content_with_it(
-    path: Path, ids: dict[str, str], access: LibsqlPurgeAccess
+    path: Path, ids: dict[str, str], access: SqlitePurgeAccess
 ) -> None:
     """Issue #16: the purge credential could mark an expired notebook purged and keep its
     notes. Now the tombstone deletes them, in the same statement. (The tombstone's seal must be
@@ -215,7 +215,7 @@ def test_a_tombstone_takes_its_notebooks_content_with_it(
         " seal = oh_closed_seal(seal, 'purged', ?1) WHERE id = ?2",
         (LATER, ids["old"]),
     )
-    store = LibsqlMemoryStore(path)
+    store = SqliteMemoryStore(path)
     try:
         assert (store.notebook(ids["old"]).state, store.notebook(ids["old"]).purged_at) == (
             "purged",
@@ -233,7 +233,7 @@ def test_a_tombstone_takes_its_notebooks_content_with_it(
     [None, "", "soon", "2026-11-30 13:00:00", "2026-11-30T13:00:00Z", LATER + "!", FAR],
 )
 def test_a_tombstone_takes_only_a_real_stamp_no_later_than_the_databases_clock(
-    path: Path, ids: dict[str, str], access: LibsqlPurgeAccess, stamp: str | None
+    path: Path, ids: dict[str, str], access: SqlitePurgeAccess, stamp: str | None
 ) -> None:
     before = snapshot(path)
     with pytest.raises(sqlite3.DatabaseError, match=DENIED):
@@ -252,7 +252,7 @@ def test_a_tombstone_takes_only_a_real_stamp_no_later_than_the_databases_clock(
 
 
 def test_raw_sql_on_the_purge_credential_can_still_purge_and_empty(
-    path: Path, ids: dict[str, str], access: LibsqlPurgeAccess
+    path: Path, ids: dict[str, str], access: SqlitePurgeAccess
 ) -> None:
     expired = "SELECT id FROM notebooks WHERE state = 'open' AND forgets_at <= ?"
     assert attack(access, expired, (LATER,)) == [(ids["old"],)]
@@ -270,7 +270,7 @@ def test_raw_sql_on_the_purge_credential_can_still_purge_and_empty(
     )
     # Touching a tombstone without changing it deletes whatever content it might still hold.
     attack(access, "UPDATE notebooks SET state = state WHERE id = ?", (ids["old"],))
-    store = LibsqlMemoryStore(path)
+    store = SqliteMemoryStore(path)
     try:
         assert store.notebook(ids["old"]).state == "purged"
         assert store.notebook(ids["old"]).purged_at == LATER
@@ -283,7 +283,7 @@ def test_raw_sql_on_the_purge_credential_can_still_purge_and_empty(
 
 
 def test_compacting_does_not_lift_the_checks(
-    path: Path, ids: dict[str, str], access: LibsqlPurgeAccess
+    path: Path, ids: dict[str, str], access: SqlitePurgeAccess
 ) -> None:
     assert access.compact()
     with pytest.raises(sqlite3.DatabaseError, match=DENIED):

@@ -14,19 +14,25 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from oh.errors import AlreadyExists, IntegrityError, StorageUnavailable
-from oh.storage.libsql import Driver, LibsqlMemoryStore, LibsqlPurgeAccess, connect, translate
+from oh.storage.sqlite.notebooks import (
+    Driver,
+    SqliteMemoryStore,
+    SqlitePurgeAccess,
+    connect,
+    translate,
+)
 from oh.testing.memory_store import T0
 from oh.testing.stateful import notebook_machine
 from oh.testing.tampering import Edit
 
 
-class LibsqlHarness:
+class SqliteHarness:
     def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         self.path = path
         self.driver = driver
 
-    def open(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.path, driver=self.driver)
+    def open(self) -> SqliteMemoryStore:
+        return SqliteMemoryStore(self.path, driver=self.driver)
 
     change_table = "log"
 
@@ -42,7 +48,7 @@ class LibsqlHarness:
 
 
 def test_the_embedded_store_is_durable_by_default(tmp_path: Path) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     conn = store._conn
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
@@ -51,14 +57,14 @@ def test_the_embedded_store_is_durable_by_default(tmp_path: Path) -> None:
 
 
 def test_durability_is_configurable(tmp_path: Path) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     assert store._conn.execute("PRAGMA synchronous").fetchone()[0] == 1
     store.close()
 
 
 def test_migrations_run_once_and_are_recorded(tmp_path: Path) -> None:
-    LibsqlMemoryStore(tmp_path / "memory.db").close()
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    SqliteMemoryStore(tmp_path / "memory.db").close()
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     rows = store._conn.execute("SELECT version FROM schema_migrations").fetchall()
     shipped = sorted(
         int(entry.name.split("_")[0])
@@ -87,7 +93,7 @@ def test_driver_errors_are_translated_in_one_place(message: str, error: type) ->
 
 
 def test_a_locked_database_is_storage_unavailable(tmp_path: Path) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db", busy_wait=0.05)
+    store = SqliteMemoryStore(tmp_path / "memory.db", busy_wait=0.05)
     blocker = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
@@ -109,7 +115,7 @@ def test_a_locked_database_is_storage_unavailable(tmp_path: Path) -> None:
 
 def test_the_store_matches_the_model_over_random_steps(tmp_path: Path) -> None:
     machine = notebook_machine(
-        lambda: LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+        lambda: SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     )
     machine.TestCase.settings = settings(
         max_examples=25,
@@ -120,9 +126,9 @@ def test_the_store_matches_the_model_over_random_steps(tmp_path: Path) -> None:
     machine.TestCase().runTest()
 
 
-class LibsqlLifecycleHarness(LibsqlHarness):
-    def purge_access(self) -> LibsqlPurgeAccess:
-        return LibsqlPurgeAccess(self.path)
+class SqliteLifecycleHarness(SqliteHarness):
+    def purge_access(self) -> SqlitePurgeAccess:
+        return SqlitePurgeAccess(self.path)
 
     def purge_execute(self, access: Any, sql: str, params: tuple[Any, ...] = ()) -> Any:
         return access._conn.execute(sql, params).fetchall()

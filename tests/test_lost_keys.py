@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from oh.keys import KEY_FILE, MASTER_KEY_ENV, MasterKey, write_master_key
-from oh.storage.key_store import KEY_STORE_FILE
+from oh.storage.sqlite.keys import KEY_STORE_FILE
 from oh.testing.served import Served, free_port, oh_command, remember_over_http
 
 NOTE = "zlostkeys tide gauge reads 4.2 m"

@@ -35,9 +35,9 @@ from oh.core.clock import system_clock
 from oh.core.notebook import Notebook
 from oh.host import Host, HostSettings
 from oh.storage.base import MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.served import in_thread
 from oh.tools.schemas import ARGUMENTS, RESULTS, TOOL_CONTRACT_VERSION
 from oh.transports.mcp import BOOTSTRAP_URI, DESCRIPTIONS, build_server, mcp_app
@@ -71,9 +71,9 @@ class FakeRecall:
 
 def make_host(directory: Path, clock: Callable[[], datetime] | None = None, **options: Any) -> Host:
     return Host(
-        LibsqlMemoryStore(directory / "memory.db"),
-        LibsqlKnowledgeStore(directory / "knowledge.db"),
-        LibsqlHostRegistry(directory / "knowledge.db"),
+        SqliteMemoryStore(directory / "memory.db"),
+        SqliteKnowledgeStore(directory / "knowledge.db"),
+        SqliteHostRegistry(directory / "knowledge.db"),
         clock=clock or Clock(),
         **options,
     )

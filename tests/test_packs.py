@@ -47,8 +47,8 @@ from oh.profiles.codecs import Codec, Codecs, Params, reject
 from oh.services.knowledge import Knowledge
 from oh.services.notebooks import Notebooks
 from oh.storage.base import PackInstall
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import T0, FakeClock
 from oh.testing.memory_store import add, write
@@ -97,14 +97,14 @@ def site_fields(value: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[LibsqlKnowledgeStore]:
-    opened = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
+def store(tmp_path: Path) -> Iterator[SqliteKnowledgeStore]:
+    opened = SqliteKnowledgeStore(tmp_path / "knowledge.db")
     yield opened
     opened.close()
 
 
 @pytest.fixture
-def profiles(store: LibsqlKnowledgeStore) -> Profiles:
+def profiles(store: SqliteKnowledgeStore) -> Profiles:
     return Profiles(store, clock=FakeClock())
 
 
@@ -666,7 +666,7 @@ def test_notes_and_reviewed_records_are_both_checked(tmp_path: Path, profiles: P
         "quantity.allowed"
     )
     # A reviewed record, as review holds it: proposed, then checked before it is accepted.
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
     try:
         proposal = Knowledge(profiles.store, memory, clock=FakeClock()).propose(
             "ann", source=SOURCE, record={"name": "site:a", "text": "t", "fields": bad}
@@ -702,7 +702,7 @@ def test_the_schema_is_cached_by_the_installed_digests(profiles: Profiles) -> No
 
 
 def test_preview_shows_new_kinds_and_changes_nothing(
-    profiles: Profiles, store: LibsqlKnowledgeStore
+    profiles: Profiles, store: SqliteKnowledgeStore
 ) -> None:
     preview = profiles.preview("ann", reef())
     assert preview.action == "install" and preview.installed is None
@@ -715,8 +715,8 @@ def test_preview_shows_new_kinds_and_changes_nothing(
     assert json.loads(json.dumps(preview.to_json()))["action"] == "install"
 
 
-def _accept(store: LibsqlKnowledgeStore, tmp_path: Path, owner: str, value: dict[str, Any]) -> int:
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
+def _accept(store: SqliteKnowledgeStore, tmp_path: Path, owner: str, value: dict[str, Any]) -> int:
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
     try:
         knowledge = Knowledge(store, memory, clock=FakeClock())
         proposal = knowledge.propose(owner, source=SOURCE, record=value)
@@ -728,7 +728,7 @@ def _accept(store: LibsqlKnowledgeStore, tmp_path: Path, owner: str, value: dict
 
 
 def test_an_install_is_a_new_revision_hash_chained_like_a_decision(
-    profiles: Profiles, store: LibsqlKnowledgeStore, tmp_path: Path
+    profiles: Profiles, store: SqliteKnowledgeStore, tmp_path: Path
 ) -> None:
     assert _accept(store, tmp_path, "ann", {"name": "lead:a", "text": "t"}) == 1
     result = profiles.install("ann", reef())
@@ -750,7 +750,7 @@ def test_an_install_is_a_new_revision_hash_chained_like_a_decision(
 
 
 def test_the_installed_pack_is_stored_with_its_canonical_content(
-    profiles: Profiles, store: LibsqlKnowledgeStore
+    profiles: Profiles, store: SqliteKnowledgeStore
 ) -> None:
     pack = reef()
     profiles.install("ann", pack, by="curator")
@@ -763,7 +763,7 @@ def test_the_installed_pack_is_stored_with_its_canonical_content(
 
 
 def test_reinstalling_the_same_digest_makes_no_revision(
-    profiles: Profiles, store: LibsqlKnowledgeStore
+    profiles: Profiles, store: SqliteKnowledgeStore
 ) -> None:
     first = profiles.install("ann", reef())
     again = profiles.install("ann", reef(), force=True)
@@ -889,7 +889,7 @@ def test_a_kind_another_pack_defines_differently_is_refused_even_with_force(
 
 
 def test_reviewed_records_that_would_not_fit_make_an_install_need_force(
-    profiles: Profiles, store: LibsqlKnowledgeStore, tmp_path: Path
+    profiles: Profiles, store: SqliteKnowledgeStore, tmp_path: Path
 ) -> None:
     _accept(store, tmp_path, "ann", {"name": "site:a", "text": "t", "fields": {"depth": 6}})
     _accept(store, tmp_path, "ann", {"name": "site:b", "text": "t", "fields": {"site_name": "b"}})
@@ -908,16 +908,16 @@ class Pending:
     """An owner's work in progress before an install: notes in an open notebook (and in a
     forgotten one, and another owner's), and pending proposals."""
 
-    memory: LibsqlMemoryStore
+    memory: SqliteMemoryStore
     knowledge: Knowledge
     notebook: str
     proposals: dict[str, str]  # name -> proposal id
 
 
 @pytest.fixture
-def pending(tmp_path: Path, store: LibsqlKnowledgeStore) -> Iterator[Pending]:
+def pending(tmp_path: Path, store: SqliteKnowledgeStore) -> Iterator[Pending]:
     clock = FakeClock()
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
     notebooks = Notebooks(memory, clock=clock, knowledge=store)
     knowledge = Knowledge(store, memory, clock=clock, profiles=Profiles(store, clock=clock))
     notebook = notebooks.open("ann", "reef.pdf", "run-1")
@@ -950,7 +950,7 @@ def pending(tmp_path: Path, store: LibsqlKnowledgeStore) -> Iterator[Pending]:
 
 
 def test_preview_lists_the_pending_proposals_and_notes_the_install_would_leave_unreviewable(
-    profiles: Profiles, store: LibsqlKnowledgeStore, pending: Pending
+    profiles: Profiles, store: SqliteKnowledgeStore, pending: Pending
 ) -> None:
     preview = profiles.preview("ann", reef(), memory=pending.memory)
     stranded = {(item.where, item.name): item.reason for item in preview.proposals_invalid}
@@ -985,7 +985,7 @@ def test_preview_lists_the_pending_proposals_and_notes_the_install_would_leave_u
 
 
 def test_after_an_install_a_stranded_proposal_can_be_rejected_or_accepted_with_edits_that_fit(
-    profiles: Profiles, store: LibsqlKnowledgeStore, pending: Pending
+    profiles: Profiles, store: SqliteKnowledgeStore, pending: Pending
 ) -> None:
     profiles.install("ann", reef(), memory=pending.memory)
     review = pending.knowledge
@@ -1036,7 +1036,7 @@ def test_the_installed_packs_can_be_read_at_any_revision(profiles: Profiles) -> 
 
 
 def test_an_install_commits_only_against_the_packs_it_planned_with(
-    store: LibsqlKnowledgeStore,
+    store: SqliteKnowledgeStore,
 ) -> None:
     pack = reef()
     arguments = {
@@ -1056,7 +1056,7 @@ def test_an_install_commits_only_against_the_packs_it_planned_with(
 
 
 def test_an_install_plans_again_when_the_installed_packs_change_underneath(
-    profiles: Profiles, store: LibsqlKnowledgeStore
+    profiles: Profiles, store: SqliteKnowledgeStore
 ) -> None:
     real = store.install_pack
     raced: list[str] = []
@@ -1082,7 +1082,7 @@ def _tamper(path: Path, *statements: str) -> None:
         conn.close()
 
 
-def test_installed_packs_are_append_only(profiles: Profiles, store: LibsqlKnowledgeStore) -> None:
+def test_installed_packs_are_append_only(profiles: Profiles, store: SqliteKnowledgeStore) -> None:
     profiles.install("ann", reef())
     for statement in ("UPDATE packs SET version = '9.9.9'", "DELETE FROM packs"):
         with pytest.raises(sqlite3.Error, match="append-only"):
@@ -1090,7 +1090,7 @@ def test_installed_packs_are_append_only(profiles: Profiles, store: LibsqlKnowle
 
 
 def test_a_damaged_installed_pack_is_an_integrity_error(
-    store: LibsqlKnowledgeStore, tmp_path: Path
+    store: SqliteKnowledgeStore, tmp_path: Path
 ) -> None:
     Profiles(store, clock=FakeClock()).install("ann", reef())
     _tamper(
@@ -1105,9 +1105,9 @@ def test_a_damaged_installed_pack_is_an_integrity_error(
 
 def test_the_packs_migration_applies_to_an_existing_knowledge_base(tmp_path: Path) -> None:
     path = tmp_path / "knowledge.db"
-    LibsqlKnowledgeStore(path).close()
+    SqliteKnowledgeStore(path).close()
     _tamper(path, "DROP TABLE packs", "DELETE FROM schema_migrations WHERE version = 2")
-    reopened = LibsqlKnowledgeStore(path)
+    reopened = SqliteKnowledgeStore(path)
     try:
         assert Profiles(reopened, clock=FakeClock()).install("ann", reef()).changed
     finally:
@@ -1136,7 +1136,7 @@ class Colour(Codec):
         return value.lower()
 
 
-def test_an_installed_pack_needs_its_codecs_registered(store: LibsqlKnowledgeStore) -> None:
+def test_an_installed_pack_needs_its_codecs_registered(store: SqliteKnowledgeStore) -> None:
     codecs = default_codecs()
     codecs.register(Colour)
     value = copy.deepcopy(REEF)
@@ -1324,7 +1324,7 @@ def test_the_seal_command_in_the_docs_reseals_an_edited_pack(tmp_path: Path) -> 
     assert str(read_pack(path).version) == "1.0.2"
 
 
-def test_the_extension_codec_example_in_the_docs_runs(store: LibsqlKnowledgeStore) -> None:
+def test_the_extension_codec_example_in_the_docs_runs(store: SqliteKnowledgeStore) -> None:
     (block,) = re.findall(r"```python\n(.*?)```", DOCS, re.S)
     namespace: dict[str, Any] = {"store": store}
     exec(compile(block, "docs/packs.md", "exec"), namespace)

@@ -6,7 +6,7 @@ account" (docs/panel.md).
 The reference host's app (``create_app``, the same stack ``oh serve`` runs) serves on
 127.0.0.1 under uvicorn, on an injected clock: these tests read no time from the browser. The
 1,000-note notebook is written at store level into the host's own libSQL file (a second
-``LibsqlMemoryStore`` on ``memory.db``), 64 changes a write, which takes a fraction of a second.
+``SqliteMemoryStore`` on ``memory.db``), 64 changes a write, which takes a fraction of a second.
 The browser is Debian's Chromium driven by Playwright, launched as in ``tests/test_panel.py``.
 """
 

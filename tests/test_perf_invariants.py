@@ -39,7 +39,7 @@ from oh.core.changes import (
 from oh.core.records import Record, StoredRecord, kind_of
 from oh.errors import InvalidArgument, OhError
 from oh.storage.base import MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.memory_store import T0, add, open_notebook, remove, replace, write
 from oh.verify import Problem, VerifyReport, rebuild, replay, verify_notebook
 from oh.verify.report import is_canonical
@@ -257,8 +257,8 @@ def test_the_canonical_pattern_agrees_with_the_full_check(record: Record, mutati
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> LibsqlMemoryStore:
-    return LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+def store(tmp_path: Path) -> SqliteMemoryStore:
+    return SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
 
 
 DATABASES = itertools.count()  # hypothesis runs every example in the same tmp_path
@@ -269,7 +269,7 @@ DATABASES = itertools.count()  # hypothesis runs every example in the same tmp_p
 def test_changes_travel_to_the_database_exactly(
     tmp_path: Path, batches: list[list[Record]]
 ) -> None:
-    store = LibsqlMemoryStore(tmp_path / f"{next(DATABASES)}.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(tmp_path / f"{next(DATABASES)}.db", synchronous="NORMAL")
     try:
         notebook = open_notebook(store)
         expected: dict[str, str] = {}
@@ -328,7 +328,7 @@ def fill(store: MemoryStore, notebook: str) -> None:
         )
 
 
-def test_the_log_reads_the_same_in_pages_of_every_size(store: LibsqlMemoryStore) -> None:
+def test_the_log_reads_the_same_in_pages_of_every_size(store: SqliteMemoryStore) -> None:
     notebook = open_notebook(store)
     fill(store, notebook)
     whole = list(store.log(notebook, batch=10**6))
@@ -339,7 +339,7 @@ def test_the_log_reads_the_same_in_pages_of_every_size(store: LibsqlMemoryStore)
     assert all(type(c) is LoggedChange for e in whole for c in e.changes)
 
 
-def test_a_gap_in_the_log_reads_as_before(store: LibsqlMemoryStore, tmp_path: Path) -> None:
+def test_a_gap_in_the_log_reads_as_before(store: SqliteMemoryStore, tmp_path: Path) -> None:
     notebook = open_notebook(store)
     fill(store, notebook)
     conn = sqlite3.connect(str(tmp_path / "memory.db"), isolation_level=None)
@@ -376,7 +376,7 @@ def reference_replay(entries: list[LogEntry]) -> dict[str, StoredRecord]:
     return state
 
 
-def test_replay_is_the_fold_of_the_log(store: LibsqlMemoryStore) -> None:
+def test_replay_is_the_fold_of_the_log(store: SqliteMemoryStore) -> None:
     notebook = open_notebook(store)
     fill(store, notebook)
     entries = list(store.log(notebook))
@@ -475,7 +475,7 @@ TAMPERING = [
 def test_verify_reports_exactly_what_the_reference_verify_reports(
     tmp_path: Path, seed: int, count: int
 ) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     notebook = open_notebook(store)
     fill(store, notebook)
     noncanonical = '{"text":"x", "name":"note:n14"}'
@@ -497,7 +497,7 @@ def test_verify_reports_exactly_what_the_reference_verify_reports(
 
 
 def test_verify_of_an_untouched_notebook_is_the_reference_verify(
-    store: LibsqlMemoryStore,
+    store: SqliteMemoryStore,
 ) -> None:
     notebook = open_notebook(store)
     fill(store, notebook)
@@ -505,7 +505,7 @@ def test_verify_of_an_untouched_notebook_is_the_reference_verify(
     assert verify_notebook(store, notebook).ok
 
 
-def test_the_json_changes_keep_kind_as_the_name_prefix(store: LibsqlMemoryStore) -> None:
+def test_the_json_changes_keep_kind_as_the_name_prefix(store: SqliteMemoryStore) -> None:
     notebook = open_notebook(store)
     write(store, notebook, 0, "r-1", add("k_9:a.b-c"), add("lead:x"))
     assert [(r.name, r.kind) for r in store.records(notebook)] == [
@@ -514,7 +514,7 @@ def test_the_json_changes_keep_kind_as_the_name_prefix(store: LibsqlMemoryStore)
     ]
 
 
-def test_rebuild_writes_many_records_exactly(store: LibsqlMemoryStore) -> None:
+def test_rebuild_writes_many_records_exactly(store: SqliteMemoryStore) -> None:
     notebook = open_notebook(store)
     for version in range(20):
         write(
@@ -607,16 +607,16 @@ def test_a_write_from_a_known_head_is_decided_as_the_full_path_decides(
         changes = [one]
     else:
         tampering, based_on, rid, changes, expected = SEVERAL[scenario]
-    store = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     notebook = open_notebook(store)
     write(store, notebook, 0, "r-1", add("note:a"))
     write(store, notebook, 1, "r-2", add("note:b"))  # the store now knows version 2's head
     if tampering == "other-writer":
-        other = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+        other = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
         write(other, notebook, 2, "r-other", add("note:other"))
         other.close()
     elif tampering == "forget":
-        other = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+        other = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
         other.forget(notebook, T0)
         other.close()
     elif tampering is not None:
@@ -625,7 +625,7 @@ def test_a_write_from_a_known_head_is_decided_as_the_full_path_decides(
         conn.close()
     got = outcome(store, notebook, based_on, rid, *changes)
     # The same call on a store that knows nothing takes the full path from the start.
-    cold = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    cold = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     if expected == "applied-2":
         assert got == {"status": "applied", "version": 2, "written": got["written"]}
         assert got == outcome(cold, notebook, based_on, rid, *changes)
@@ -645,7 +645,7 @@ def test_a_write_from_a_known_head_is_decided_as_the_full_path_decides(
     store.close()
 
 
-def test_the_head_written_from_a_known_head_chains(store: LibsqlMemoryStore) -> None:
+def test_the_head_written_from_a_known_head_chains(store: SqliteMemoryStore) -> None:
     notebook = open_notebook(store)
     for version in range(30):
         change = (

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from oh.core.changes import parse_changes
-from oh.storage.postgres import PostgresMemoryStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
 from oh.testing.memory_store import T0, open_notebook
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
 from oh.verify import verify_notebook

@@ -33,8 +33,8 @@ from oh.config import (
 from oh.core.changes import Applied
 from oh.errors import AlreadyExists, InvalidArgument, NotFound, StorageUnavailable
 from oh.keys import MASTER_KEY_ENV, KeyStore, MasterKey
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.postgres_keys import COMPACTION_DUE, PostgresKeyShredder, PostgresKeyStore
+from oh.storage.postgres.keys import COMPACTION_DUE, PostgresKeyShredder, PostgresKeyStore
+from oh.storage.sqlite.keys import SqliteKeyStore
 from oh.testing.memory_store import LIFETIME, T0, add, open_notebook, write
 from oh.testing.postgres_cluster import (
     PostgresCluster,
@@ -112,7 +112,7 @@ def _written(locations: Locations) -> str:
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[KeyStore]:
     with contextlib.ExitStack() as stack:
         if request.param == "file":
-            opened: KeyStore = LibsqlKeyStore(tmp_path / "keys.db")
+            opened: KeyStore = SqliteKeyStore(tmp_path / "keys.db")
         else:
             cluster = request.getfixturevalue("key_cluster")
             opened = PostgresKeyStore(stack.enter_context(fresh_schema(cluster, "k")).url())

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 import pytest
 
-import oh.storage.postgres as postgres
+import oh.storage.postgres.notebooks as postgres
 from oh.core.changes import Applied, LogEntry, Refused
 from oh.errors import (
     AlreadyExists,
@@ -33,9 +33,9 @@ from oh.errors import (
     StorageUnavailable,
 )
 from oh.keys import Keyring, MasterKey, MasterKeys
-from oh.storage.key_store import LibsqlKeyStore
 from oh.storage.memory import InMemoryStore
-from oh.storage.postgres import MEMORY_MIGRATIONS, PostgresMemoryStore, migrate
+from oh.storage.postgres.notebooks import MEMORY_MIGRATIONS, PostgresMemoryStore, migrate
+from oh.storage.sqlite.keys import SqliteKeyStore
 from oh.testing.memory_store import (
     LIFETIME,
     SINGLE_CHANGE_CASES,
@@ -550,7 +550,7 @@ def test_a_cluster_written_by_the_previous_release_migrates_to_one_row_per_entry
     keyring = None
     if sealed:
         masters = MasterKeys(MasterKey.generate())
-        keyring = Keyring(masters, LibsqlKeyStore(tmp_path / "keys.db"))
+        keyring = Keyring(masters, SqliteKeyStore(tmp_path / "keys.db"))
     tricky = 'quotes " and \\ backslash, é, 🦘, \u202e bidi'
     many = (add("note:a", tricky), add("note:b"), add("note:c", "third"))
     old = _PreviousRelease(schema.url(), max_size=1, keyring=keyring)
@@ -566,7 +566,7 @@ def test_a_cluster_written_by_the_previous_release_migrates_to_one_row_per_entry
     finally:
         old.close()  # closes the keyring too
     if sealed:
-        keyring = Keyring(masters, LibsqlKeyStore(tmp_path / "keys.db"))
+        keyring = Keyring(masters, SqliteKeyStore(tmp_path / "keys.db"))
     store = PostgresMemoryStore(schema.url(), max_size=1, keyring=keyring)
     try:
         assert run_sql(schema.url(), "SELECT max(version) FROM schema_migrations") == [(LATEST,)]

@@ -18,7 +18,7 @@ from oh.core.clock import from_utc_text
 from oh.core.notebook import new_notebook_id
 from oh.services.notebooks import Notebooks, purge_expired
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE
-from oh.storage.postgres import PostgresMemoryStore, PostgresPurgeAccess, roles_sql
+from oh.storage.postgres.notebooks import PostgresMemoryStore, PostgresPurgeAccess, roles_sql
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, write
 from oh.testing.postgres_cluster import APP_ROLE, PURGE_ROLE, Schema, fresh_schema, shared_cluster

@@ -29,8 +29,8 @@ from oh.core.notebook import new_notebook_id
 from oh.errors import Purged
 from oh.keys import MASTER_KEY_ENV, SEALED, SEALED_VECTOR, MasterKey
 from oh.recall import Recall
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.sql_vectors import VECTORS_SEALED_MARKER
+from oh.storage.sql.vectors import VECTORS_SEALED_MARKER
+from oh.storage.sqlite.keys import SqliteKeyStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import LIFETIME, T0, add, open_notebook, remove, write
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
@@ -166,7 +166,7 @@ def test_plain_vectors_left_in_a_sealed_database_are_dropped_once(
     close_recall(open_recall(_server(tmp_path, schema, "b"), clock=clock))
     assert len(_sql(schema, "SELECT 1 FROM note_vectors")) == 3
     # A key store that has no such record (an earlier release's) drops them when recall opens.
-    store = LibsqlKeyStore(tmp_path / "keys" / "keys.db")
+    store = SqliteKeyStore(tmp_path / "keys" / "keys.db")
     try:
         with store._write() as conn:
             conn.execute("DELETE FROM markers WHERE name = ?", (VECTORS_SEALED_MARKER,))

@@ -28,14 +28,14 @@ from oh.errors import (
     Purged,
     StorageUnavailable,
 )
-from oh.storage.postgres import (
+from oh.storage.postgres.knowledge import KNOWLEDGE_MIGRATIONS, PostgresKnowledgeStore
+from oh.storage.postgres.notebooks import (
     PostgresMemoryStore,
     PostgresPurgeAccess,
     migrate,
     roles_sql,
     translate,
 )
-from oh.storage.postgres_knowledge import KNOWLEDGE_MIGRATIONS, PostgresKnowledgeStore
 from oh.testing.memory_store import T0, add, open_notebook, write
 from oh.testing.postgres_cluster import PostgresCluster, Schema, fresh_schema, shared_cluster
 from oh.testing.stateful import notebook_machine

@@ -10,9 +10,9 @@ import pytest
 from oh.errors import InvalidArgument
 from oh.host import Host
 from oh.profiles import shipped_pack
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 
@@ -22,9 +22,9 @@ DOI = {"title": "Coral recovery", "version_label": "version of record", "doi": "
 @pytest.fixture
 def host(tmp_path: Path) -> Host:
     host = Host(
-        LibsqlMemoryStore(tmp_path / "memory.db"),
-        LibsqlKnowledgeStore(tmp_path / "knowledge.db"),
-        LibsqlHostRegistry(tmp_path / "knowledge.db"),
+        SqliteMemoryStore(tmp_path / "memory.db"),
+        SqliteKnowledgeStore(tmp_path / "knowledge.db"),
+        SqliteHostRegistry(tmp_path / "knowledge.db"),
         clock=FakeClock(),
     )
     host.register_document("ann", "doc")

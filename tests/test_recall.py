@@ -40,9 +40,9 @@ from oh.recall import (
 from oh.recall.embedders import Vectors, import_usearch
 from oh.services.knowledge import Knowledge
 from oh.services.notebooks import Notebooks
-from oh.storage.libsql import CONTENT_TABLES, LibsqlMemoryStore
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.storage.libsql_vectors import VECTOR_TABLES, LibsqlVectorStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import CONTENT_TABLES, SqliteMemoryStore
+from oh.storage.sqlite.vectors import VECTOR_TABLES, SqliteVectorStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, open_notebook, remove, replace, write
 from oh.verify import verify_notebook
@@ -100,15 +100,15 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def memory(db: Path) -> Iterator[LibsqlMemoryStore]:
-    store = LibsqlMemoryStore(db)
+def memory(db: Path) -> Iterator[SqliteMemoryStore]:
+    store = SqliteMemoryStore(db)
     yield store
     store.close()
 
 
 @pytest.fixture
-def vectors(db: Path, memory: LibsqlMemoryStore) -> Iterator[LibsqlVectorStore]:
-    store = LibsqlVectorStore(db)
+def vectors(db: Path, memory: SqliteMemoryStore) -> Iterator[SqliteVectorStore]:
+    store = SqliteVectorStore(db)
     yield store
     store.close()
 
@@ -125,18 +125,18 @@ def embedder() -> Counting:
 
 @pytest.fixture
 def recall(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, embedder: Counting, clock: FakeClock
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, embedder: Counting, clock: FakeClock
 ) -> Recall:
     return Recall(memory, vectors, embedder, clock=clock)
 
 
-def _notebook(memory: LibsqlMemoryStore, notes: dict[str, str] = NOTES, run: str = "run-1") -> str:
+def _notebook(memory: SqliteMemoryStore, notes: dict[str, str] = NOTES, run: str = "run-1") -> str:
     notebook_id = open_notebook(memory, run=run)
     write(memory, notebook_id, 0, "r-1", *(add(name, text) for name, text in notes.items()))
     return notebook_id
 
 
-def _digests(memory: LibsqlMemoryStore, notebook: str) -> dict[str, str]:
+def _digests(memory: SqliteMemoryStore, notebook: str) -> dict[str, str]:
     return {record.name: record.digest for record in memory.records(notebook)}
 
 
@@ -156,7 +156,7 @@ def _raw(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
 
 
 def test_recall_answers_names_digests_origins_and_scores_never_text(
-    memory: LibsqlMemoryStore, recall: Recall
+    memory: SqliteMemoryStore, recall: Recall
 ) -> None:
     notebook = _notebook(memory)
     recall.catch_up(notebook)
@@ -175,9 +175,9 @@ def test_recall_answers_names_digests_origins_and_scores_never_text(
 
 
 def test_recall_ranks_by_score_then_name_then_notes_before_reviewed(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, clock: FakeClock, tmp_path: Path
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, clock: FakeClock, tmp_path: Path
 ) -> None:
-    knowledge = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
+    knowledge = SqliteKnowledgeStore(tmp_path / "knowledge.db")
     review = Knowledge(knowledge, memory, clock=clock)
     shared = {"name": "lead:coral-cover", "text": NOTES["lead:coral-cover"]}
     proposal = review.propose("ann", source=SOURCE, record=shared)
@@ -198,7 +198,7 @@ def test_recall_ranks_by_score_then_name_then_notes_before_reviewed(
 
 
 def test_scores_are_cosines_rounded_to_four_decimals(
-    memory: LibsqlMemoryStore, recall: Recall
+    memory: SqliteMemoryStore, recall: Recall
 ) -> None:
     notebook = _notebook(memory)
     recall.catch_up(notebook)
@@ -215,14 +215,14 @@ def test_scores_are_cosines_rounded_to_four_decimals(
     [("", 5), ("   ", 5), (None, 5), ("x" * 4001, 5), ("reef", 0), ("reef", 21), ("reef", True)],
 )
 def test_recall_takes_non_empty_text_and_a_limit_up_to_20(
-    memory: LibsqlMemoryStore, recall: Recall, text: Any, limit: Any
+    memory: SqliteMemoryStore, recall: Recall, text: Any, limit: Any
 ) -> None:
     notebook = _notebook(memory)
     with pytest.raises(InvalidArgument):
         recall.answer(notebook, text, limit)
 
 
-def test_the_rendered_text_is_kind_name_and_text(memory: LibsqlMemoryStore) -> None:
+def test_the_rendered_text_is_kind_name_and_text(memory: SqliteMemoryStore) -> None:
     notebook = _notebook(memory)
     stored = memory.record(notebook, "dataset:noaa-sst")
     assert stored is not None
@@ -235,7 +235,7 @@ def test_the_rendered_text_is_kind_name_and_text(memory: LibsqlMemoryStore) -> N
 
 
 def test_remember_makes_no_embedding_call_and_recall_says_it_is_behind(
-    memory: LibsqlMemoryStore, recall: Recall, embedder: Counting
+    memory: SqliteMemoryStore, recall: Recall, embedder: Counting
 ) -> None:
     notebook = _notebook(memory)
     assert embedder.texts == []
@@ -248,8 +248,8 @@ def test_remember_makes_no_embedding_call_and_recall_says_it_is_behind(
 
 
 def test_an_unchanged_note_is_never_embedded_twice(
-    memory: LibsqlMemoryStore,
-    vectors: LibsqlVectorStore,
+    memory: SqliteMemoryStore,
+    vectors: SqliteVectorStore,
     recall: Recall,
     embedder: Counting,
     clock: FakeClock,
@@ -273,7 +273,7 @@ def test_an_unchanged_note_is_never_embedded_twice(
 
 
 def test_a_replaced_note_gets_a_new_vector_and_its_old_one_goes(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, recall: Recall, db: Path
 ) -> None:
     notebook = _notebook(memory)
     recall.catch_up(notebook)
@@ -290,7 +290,7 @@ def test_a_replaced_note_gets_a_new_vector_and_its_old_one_goes(
 
 
 def test_a_removed_note_is_never_recalled_and_its_vector_goes(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _notebook(memory)
     recall.catch_up(notebook)
@@ -303,11 +303,11 @@ def test_a_removed_note_is_never_recalled_and_its_vector_goes(
 
 
 def test_a_catch_up_in_another_process_is_seen_by_recall(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path, clock: FakeClock
+    memory: SqliteMemoryStore, recall: Recall, db: Path, clock: FakeClock
 ) -> None:
     notebook = _notebook(memory)
     assert recall.answer(notebook, "reef").pending == len(NOTES)
-    other_memory, other_vectors = LibsqlMemoryStore(db), LibsqlVectorStore(db)
+    other_memory, other_vectors = SqliteMemoryStore(db), SqliteVectorStore(db)
     Recall(other_memory, other_vectors, HashingEmbedder(64), clock=clock).catch_up(notebook)
     other_memory.close()
     other_vectors.close()
@@ -319,7 +319,7 @@ def test_a_catch_up_in_another_process_is_seen_by_recall(
 
 
 def test_the_index_holds_only_digests_and_vectors_never_text(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _notebook(memory)
     recall.catch_up(notebook)
@@ -342,7 +342,7 @@ def test_the_vector_tables_are_content_tables() -> None:
 
 
 def test_forgetting_a_notebook_deletes_its_vectors_and_only_its_own(
-    memory: LibsqlMemoryStore, recall: Recall, embedder: Counting, db: Path
+    memory: SqliteMemoryStore, recall: Recall, embedder: Counting, db: Path
 ) -> None:
     first = _notebook(memory, run="run-1")
     second = _notebook(memory, run="run-2")  # the same notes in another run
@@ -365,8 +365,8 @@ def test_a_purged_notebook_leaves_no_vector(tmp_path: Path) -> None:
     # (shifted with this process's when OH_CLOCK_SHIFT_DAYS is set), so the notebook must be
     # old by that clock.
     long_ago = datetime.now(UTC) - timedelta(hours=30)
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
-    vectors = LibsqlVectorStore(tmp_path / "memory.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
+    vectors = SqliteVectorStore(tmp_path / "memory.db")
     notebook = Notebooks(memory, clock=lambda: long_ago).open("ann", "doc", "run-1")
     write(memory, notebook.id, 0, "r-1", add("note:a", "reef"), now=long_ago)
     Recall(memory, vectors, HashingEmbedder(64), clock=lambda: long_ago).catch_up(notebook.id)
@@ -384,7 +384,7 @@ def test_a_purged_notebook_leaves_no_vector(tmp_path: Path) -> None:
 
 
 def test_a_vector_embedded_while_its_notebook_is_forgotten_is_never_stored(
-    memory: LibsqlMemoryStore, recall: Recall, embedder: Counting, db: Path
+    memory: SqliteMemoryStore, recall: Recall, embedder: Counting, db: Path
 ) -> None:
     notebook = _notebook(memory)
     embedder.before = lambda texts: memory.forget(notebook, T0)
@@ -394,7 +394,7 @@ def test_a_vector_embedded_while_its_notebook_is_forgotten_is_never_stored(
 
 
 def test_the_database_refuses_vectors_for_a_notebook_that_is_not_open(
-    memory: LibsqlMemoryStore, db: Path
+    memory: SqliteMemoryStore, db: Path
 ) -> None:
     notebook = _notebook(memory)
     memory.forget(notebook, T0)
@@ -410,7 +410,7 @@ def test_the_database_refuses_vectors_for_a_notebook_that_is_not_open(
 
 
 def test_recall_follows_the_notebook_state(
-    memory: LibsqlMemoryStore, recall: Recall, clock: FakeClock
+    memory: SqliteMemoryStore, recall: Recall, clock: FakeClock
 ) -> None:
     notebook = _notebook(memory)
     opening = new_notebook_id()
@@ -427,7 +427,7 @@ def test_recall_follows_the_notebook_state(
 
 
 def test_catch_up_all_embeds_every_open_notebook_and_drops_closed_ones(
-    memory: LibsqlMemoryStore, recall: Recall
+    memory: SqliteMemoryStore, recall: Recall
 ) -> None:
     first = _notebook(memory, run="run-1")
     second = _notebook(memory, run="run-2")
@@ -440,7 +440,7 @@ def test_catch_up_all_embeds_every_open_notebook_and_drops_closed_ones(
 
 
 def test_recall_runs_while_another_thread_writes_and_catches_up(
-    memory: LibsqlMemoryStore, recall: Recall
+    memory: SqliteMemoryStore, recall: Recall
 ) -> None:
     notebook = _notebook(memory)
     written = set(_digests(memory, notebook).items())
@@ -476,7 +476,7 @@ def test_recall_runs_while_another_thread_writes_and_catches_up(
 
 
 def test_an_embedder_that_is_down_leaves_notes_pending(
-    memory: LibsqlMemoryStore, recall: Recall, embedder: Counting
+    memory: SqliteMemoryStore, recall: Recall, embedder: Counting
 ) -> None:
     notebook = _notebook(memory)
     embedder.fail = EmbedderUnavailable("the endpoint is down")
@@ -492,7 +492,7 @@ def test_an_embedder_that_is_down_leaves_notes_pending(
 
 
 def test_a_notebook_whose_texts_are_refused_does_not_stop_the_others(
-    memory: LibsqlMemoryStore, recall: Recall, embedder: Counting, caplog: pytest.LogCaptureFixture
+    memory: SqliteMemoryStore, recall: Recall, embedder: Counting, caplog: pytest.LogCaptureFixture
 ) -> None:
     refused = _notebook(memory, {"note:too-long": "x"}, run="run-1")
     fine = _notebook(memory, run="run-2")
@@ -509,7 +509,7 @@ def test_a_notebook_whose_texts_are_refused_does_not_stop_the_others(
 
 
 def test_a_damaged_note_is_not_embedded(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path, caplog: pytest.LogCaptureFixture
+    memory: SqliteMemoryStore, recall: Recall, db: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     notebook = _notebook(memory)
     _raw(
@@ -528,8 +528,8 @@ def test_a_recall_reads_every_store_before_it_waits_for_the_embedder(
 ) -> None:
     # A call given up at its deadline may get its vector long after the host closed its
     # stores; what is left to do then happens in memory.
-    memory = LibsqlMemoryStore(db)
-    vectors = LibsqlVectorStore(db)
+    memory = SqliteMemoryStore(db)
+    vectors = SqliteVectorStore(db)
     embedder = Counting(HashingEmbedder(64))
     recall = Recall(memory, vectors, embedder, clock=clock)
     notebook = _notebook(memory)
@@ -563,7 +563,7 @@ def _answer_or_error(recall: Recall, notebook: str) -> RecallAnswer | BaseExcept
 
 
 def test_a_damaged_vector_is_an_integrity_error(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _notebook(memory)
     recall.catch_up(notebook)
@@ -577,15 +577,15 @@ def test_a_damaged_vector_is_an_integrity_error(
 
 
 @pytest.fixture
-def knowledge(tmp_path: Path) -> Iterator[LibsqlKnowledgeStore]:
-    store = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
+def knowledge(tmp_path: Path) -> Iterator[SqliteKnowledgeStore]:
+    store = SqliteKnowledgeStore(tmp_path / "knowledge.db")
     yield store
     store.close()
 
 
 def _review(
-    knowledge: LibsqlKnowledgeStore,
-    memory: LibsqlMemoryStore,
+    knowledge: SqliteKnowledgeStore,
+    memory: SqliteMemoryStore,
     clock: FakeClock,
     name: str,
     text: str,
@@ -596,9 +596,9 @@ def _review(
 
 
 def test_reviewed_records_at_the_pinned_revision_are_recalled_as_reviewed(
-    memory: LibsqlMemoryStore,
-    vectors: LibsqlVectorStore,
-    knowledge: LibsqlKnowledgeStore,
+    memory: SqliteMemoryStore,
+    vectors: SqliteVectorStore,
+    knowledge: SqliteKnowledgeStore,
     clock: FakeClock,
 ) -> None:
     _review(knowledge, memory, clock, "finding:bleaching-threshold", "Bleaching starts at 1 °C")
@@ -615,9 +615,9 @@ def test_reviewed_records_at_the_pinned_revision_are_recalled_as_reviewed(
 
 
 def test_reviewed_vectors_are_embedded_once_for_all_the_owners_notebooks(
-    memory: LibsqlMemoryStore,
-    vectors: LibsqlVectorStore,
-    knowledge: LibsqlKnowledgeStore,
+    memory: SqliteMemoryStore,
+    vectors: SqliteVectorStore,
+    knowledge: SqliteKnowledgeStore,
     clock: FakeClock,
 ) -> None:
     _review(knowledge, memory, clock, "finding:bleaching-threshold", "Bleaching starts at 1 °C")
@@ -644,9 +644,9 @@ def _answers(recall: Recall, notebook: str) -> list[dict[str, Any]]:
 
 
 def test_a_rebuilt_index_answers_identically(
-    memory: LibsqlMemoryStore,
-    vectors: LibsqlVectorStore,
-    knowledge: LibsqlKnowledgeStore,
+    memory: SqliteMemoryStore,
+    vectors: SqliteVectorStore,
+    knowledge: SqliteKnowledgeStore,
     clock: FakeClock,
     db: Path,
 ) -> None:
@@ -669,7 +669,7 @@ def test_a_rebuilt_index_answers_identically(
 
 
 def test_rebuild_drops_the_vectors_of_every_model(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, clock: FakeClock, db: Path
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, clock: FakeClock, db: Path
 ) -> None:
     notebook = _notebook(memory)
     Recall(memory, vectors, HashingEmbedder(32), clock=clock).catch_up(notebook)
@@ -683,7 +683,7 @@ needs_usearch = pytest.mark.skipif(import_usearch() is None, reason="the ann ext
 
 @needs_usearch
 def test_a_rebuilt_graph_index_answers_identically(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, clock: FakeClock
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, clock: FakeClock
 ) -> None:
     notes = {f"note:n{i:03d}": f"Observation {i} about reef site {i % 17}" for i in range(150)}
     notebook = open_notebook(memory)
@@ -708,7 +708,7 @@ def test_a_rebuilt_graph_index_answers_identically(
 
 
 def test_the_rebuild_command_rebuilds_the_data_directory(tmp_path: Path) -> None:
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
     # The real clock, deliberately: rebuild_command opens its own recall on the real clock
     # and rebuilds only notebooks open by it. Nothing stamped here is compared.
     opened = system_clock()
@@ -781,9 +781,9 @@ def _vector_rows(db: Path) -> list[Any]:
 
 
 def test_a_rebuild_with_an_unreachable_endpoint_leaves_the_old_index_intact(
-    memory: LibsqlMemoryStore,
-    vectors: LibsqlVectorStore,
-    knowledge: LibsqlKnowledgeStore,
+    memory: SqliteMemoryStore,
+    vectors: SqliteVectorStore,
+    knowledge: SqliteKnowledgeStore,
     clock: FakeClock,
     db: Path,
 ) -> None:
@@ -808,7 +808,7 @@ def test_a_rebuild_with_an_unreachable_endpoint_leaves_the_old_index_intact(
 
 
 def test_a_rebuild_that_fails_half_way_leaves_nothing_of_itself(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, clock: FakeClock, db: Path
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, clock: FakeClock, db: Path
 ) -> None:
     first, second = _notebook(memory, run="run-1"), _notebook(memory, run="run-2")
     Recall(memory, vectors, HashingEmbedder(64), clock=clock).catch_up_all()
@@ -830,7 +830,7 @@ def test_a_rebuild_that_fails_half_way_leaves_nothing_of_itself(
 
 
 def test_until_a_rebuild_swaps_in_recalls_answer_from_the_old_index(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, clock: FakeClock
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, clock: FakeClock
 ) -> None:
     first, second = sorted([_notebook(memory, run="run-1"), _notebook(memory, run="run-2")])
     recall = Recall(memory, vectors, HashingEmbedder(64), clock=clock)
@@ -853,7 +853,7 @@ def test_the_rebuild_command_fails_clearly_and_keeps_the_index_when_the_endpoint
 ) -> None:
     from oh.cli import main
 
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
     # The command runs on the process clock, so the notebook is opened on it too.
     notebook = Notebooks(memory, clock=system_clock).open("ann", "doc", "run-1")
     write(memory, notebook.id, 0, "r-1", *(add(name, text) for name, text in NOTES.items()))

@@ -24,10 +24,10 @@ from oh.config import Locations, RecallConfig
 from oh.errors import InvalidArgument
 from oh.host import Host, HostSettings
 from oh.recall import CatchUpWorker, HashingEmbedder, OpenAIEmbedder, Recall
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.storage.libsql_vectors import LibsqlVectorStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
+from oh.storage.sqlite.vectors import SqliteVectorStore
 from oh.testing.lifecycle import FakeClock
 from oh.transports.http import create_app
 
@@ -138,10 +138,10 @@ class Setup:
         backoff: float = 0.5,
         **settings: Any,
     ) -> None:
-        self.memory = LibsqlMemoryStore(directory / "memory.db")
-        self.knowledge = LibsqlKnowledgeStore(directory / "knowledge.db")
-        self.registry = LibsqlHostRegistry(directory / "knowledge.db")
-        self.vectors = LibsqlVectorStore(directory / "memory.db")
+        self.memory = SqliteMemoryStore(directory / "memory.db")
+        self.knowledge = SqliteKnowledgeStore(directory / "knowledge.db")
+        self.registry = SqliteHostRegistry(directory / "knowledge.db")
+        self.vectors = SqliteVectorStore(directory / "memory.db")
         self.embedder = OpenAIEmbedder(
             endpoint.url,
             "slow-embed",
@@ -294,10 +294,10 @@ def test_once_the_endpoint_answers_again_so_does_recall(
 
 
 def test_the_recall_deadline_must_be_positive(tmp_path: Path, clock: FakeClock) -> None:
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
-    knowledge = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
-    registry = LibsqlHostRegistry(tmp_path / "knowledge.db")
-    vectors = LibsqlVectorStore(tmp_path / "memory.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
+    knowledge = SqliteKnowledgeStore(tmp_path / "knowledge.db")
+    registry = SqliteHostRegistry(tmp_path / "knowledge.db")
+    vectors = SqliteVectorStore(tmp_path / "memory.db")
     recall = Recall(memory, vectors, HashingEmbedder(DIMENSIONS), knowledge, clock=clock)
     try:
         for seconds in (0, -1):
@@ -541,9 +541,9 @@ def test_metrics_show_pending_embeddings_and_embedding_failures(
 
 
 def test_a_host_without_recall_shows_no_recall_metrics(tmp_path: Path, clock: FakeClock) -> None:
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
-    knowledge = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
-    registry = LibsqlHostRegistry(tmp_path / "knowledge.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
+    knowledge = SqliteKnowledgeStore(tmp_path / "knowledge.db")
+    registry = SqliteHostRegistry(tmp_path / "knowledge.db")
     try:
         host = Host(memory, knowledge, registry, clock=clock)
         assert "oh_recall_" not in host.metrics.render()

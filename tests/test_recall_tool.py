@@ -62,9 +62,9 @@ def test_forgetting_drops_the_notebooks_vectors(tmp_path: Path) -> None:
     host, token, notebook_id = _host(tmp_path, shadow=False)
     host.forget("ann", notebook_id)
     assert host.call_tool(token, "recall", {"text": "reef"})["error"]["code"] == "purged"
-    from oh.storage.libsql_vectors import LibsqlVectorStore
+    from oh.storage.sqlite.vectors import SqliteVectorStore
 
-    vectors = LibsqlVectorStore(tmp_path / "memory.db")
+    vectors = SqliteVectorStore(tmp_path / "memory.db")
     assert vectors.note_digests(notebook_id, "oh-hashing-v1-384") == []
 
 

@@ -23,8 +23,8 @@ import pytest
 
 from oh.config import Locations, close_host, open_host
 from oh.keys import Keyring, MasterKey, MasterKeys
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.postgres import PostgresMemoryStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
+from oh.storage.sqlite.keys import SqliteKeyStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import add, open_notebook, write
 from oh.testing.postgres_cluster import Schema, find_binaries, fresh_schema, shared_cluster
@@ -162,7 +162,7 @@ def test_postgres_verify_and_export_report_a_notebook_whose_key_is_gone(
     masters = MasterKeys(MasterKey.generate())
     key_store = tmp_path / "keys" / "keys.db"
     store = PostgresMemoryStore(
-        schema.url(), keyring=Keyring(masters, LibsqlKeyStore(key_store)), max_size=2
+        schema.url(), keyring=Keyring(masters, SqliteKeyStore(key_store)), max_size=2
     )
     try:
         gone, kept = open_notebook(store, run="gone"), open_notebook(store, run="kept")

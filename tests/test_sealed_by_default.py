@@ -26,7 +26,7 @@ from oh.config import (
 )
 from oh.errors import StorageUnavailable
 from oh.recall import HashingEmbedder, Recall
-from oh.storage.libsql_vectors import LibsqlVectorStore
+from oh.storage.sqlite.vectors import SqliteVectorStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import oh_command
 
@@ -98,7 +98,7 @@ def test_recall_wired_as_the_docs_show_finds_the_notes_of_a_sealed_notebook(
     locations = Locations(data)
     memory = open_memory_store(locations)
     knowledge = open_knowledge_store(locations)
-    vectors = LibsqlVectorStore(data / "memory.db")
+    vectors = SqliteVectorStore(data / "memory.db")
     try:
         # docs/recall.md, as written: the vector store gets no keys of its own.
         recall = Recall(memory, vectors, HashingEmbedder(), knowledge, clock=CLOCK)
@@ -115,7 +115,7 @@ def test_recall_wired_as_the_docs_show_finds_the_notes_of_a_sealed_notebook(
 def test_a_vector_store_over_sealed_notes_without_their_keys_is_refused(tmp_path: Path) -> None:
     data = tmp_path / "data"
     notebook_id = _write(data)
-    vectors = LibsqlVectorStore(data / "memory.db")
+    vectors = SqliteVectorStore(data / "memory.db")
     try:
         with pytest.raises(StorageUnavailable, match="sealed"):
             vectors.read_with(None)

@@ -16,19 +16,19 @@ from typing import Any
 
 import pytest
 
-from harnesses import LibsqlToolsHarness
+from harnesses import SqliteToolsHarness
 from oh.core.changes import Applied
 from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import SEALED, Keyring, MasterKey, MasterKeys, NotebookCipher
 from oh.services.notebooks import Notebooks
-from oh.storage.key_store import KeyShredder, LibsqlKeyStore
-from oh.storage.libsql import Driver, LibsqlMemoryStore, LibsqlPurgeAccess
+from oh.storage.sqlite.keys import KeyShredder, SqliteKeyStore
+from oh.storage.sqlite.notebooks import Driver, SqliteMemoryStore, SqlitePurgeAccess
 from oh.testing.declared import PLAIN_CONTENT
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import add, open_notebook, write
 from oh.testing.tampering import Edit
 from oh.verify import verify_store
-from test_libsql_store import LibsqlHarness, LibsqlLifecycleHarness
+from test_libsql_store import SqliteHarness, SqliteLifecycleHarness
 
 # A sealed store keeps no plain content: the conformance tests that edit a note's text in place
 # with SQL ("true" becomes "fake") and expect verify or read to notice have nothing to edit. The
@@ -46,7 +46,7 @@ class Keys:
         self.path = directory / "keys" / "keys.db"
 
     def keyring(self) -> Keyring:
-        return Keyring(self.masters, LibsqlKeyStore(self.path))
+        return Keyring(self.masters, SqliteKeyStore(self.path))
 
     def tokened(self, edit: Edit) -> Edit:
         """``edit`` with its plain names, digests, request ids ... as the sealed rows keep them."""
@@ -66,51 +66,51 @@ class Keys:
 
     def holds(self, notebook_id: str) -> bool:
         """Whether the key store holds the notebook's data key."""
-        store = LibsqlKeyStore(self.path)
+        store = SqliteKeyStore(self.path)
         try:
             return store.get(notebook_id) is not None
         finally:
             store.close()
 
 
-class SealedHarness(LibsqlHarness):
+class SealedHarness(SqliteHarness):
     cannot = SEALED_CANNOT
 
     def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         super().__init__(path, driver)
         self.keys = Keys(path.parent)
 
-    def open(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.path, keyring=self.keys.keyring(), driver=self.driver)
+    def open(self) -> SqliteMemoryStore:
+        return SqliteMemoryStore(self.path, keyring=self.keys.keyring(), driver=self.driver)
 
     def tamper(self, edit: Edit) -> None:
         super().tamper(self.keys.tokened(edit))
 
 
-class SealedLifecycleHarness(LibsqlLifecycleHarness):
+class SealedLifecycleHarness(SqliteLifecycleHarness):
     cannot = SEALED_CANNOT
 
     def __init__(self, path: Path, driver: Driver = "sqlite3") -> None:
         super().__init__(path, driver)
         self.keys = Keys(path.parent)
 
-    def open(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.path, keyring=self.keys.keyring(), driver=self.driver)
+    def open(self) -> SqliteMemoryStore:
+        return SqliteMemoryStore(self.path, keyring=self.keys.keyring(), driver=self.driver)
 
-    def purge_access(self) -> LibsqlPurgeAccess:
+    def purge_access(self) -> SqlitePurgeAccess:
         self.keys.keyring().close()  # the key store exists before the shredder opens it
-        return LibsqlPurgeAccess(self.path, shredder=KeyShredder(self.keys.path))
+        return SqlitePurgeAccess(self.path, shredder=KeyShredder(self.keys.path))
 
 
-class SealedToolsHarness(LibsqlToolsHarness):
+class SealedToolsHarness(SqliteToolsHarness):
     cannot = SEALED_CANNOT
 
     def __init__(self, directory: Path, driver: Driver = "sqlite3") -> None:
         super().__init__(directory, driver)
         self.keys = Keys(directory)
 
-    def open_memory(self) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(self.memory_path, keyring=self.keys.keyring(), driver=self.driver)
+    def open_memory(self) -> SqliteMemoryStore:
+        return SqliteMemoryStore(self.memory_path, keyring=self.keys.keyring(), driver=self.driver)
 
     def tamper_memory(self, edit: Edit) -> None:
         super().tamper_memory(self.keys.tokened(edit))
@@ -125,8 +125,8 @@ def keys(tmp_path: Path) -> Keys:
 
 
 @pytest.fixture
-def store(tmp_path: Path, keys: Keys) -> Iterator[LibsqlMemoryStore]:
-    opened = LibsqlMemoryStore(tmp_path / "memory.db", keyring=keys.keyring())
+def store(tmp_path: Path, keys: Keys) -> Iterator[SqliteMemoryStore]:
+    opened = SqliteMemoryStore(tmp_path / "memory.db", keyring=keys.keyring())
     yield opened
     opened.close()
 
@@ -148,7 +148,7 @@ def _raw(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
         conn.close()
 
 
-def _notes(store: LibsqlMemoryStore, notebook_id: str, count: int, text: str = MARK) -> None:
+def _notes(store: SqliteMemoryStore, notebook_id: str, count: int, text: str = MARK) -> None:
     for version in range(count):
         long_text = f"{text} #{version} " + "reef " * 40
         result = write(
@@ -158,7 +158,7 @@ def _notes(store: LibsqlMemoryStore, notebook_id: str, count: int, text: str = M
 
 
 def test_no_file_ever_holds_a_note_in_plain_text(
-    tmp_path: Path, keys: Keys, store: LibsqlMemoryStore
+    tmp_path: Path, keys: Keys, store: SqliteMemoryStore
 ) -> None:
     clock = FakeClock()
     notebooks = Notebooks(store, clock=clock)
@@ -178,7 +178,7 @@ def test_no_file_ever_holds_a_note_in_plain_text(
 
 
 def test_a_backup_taken_while_open_cannot_be_opened_after_forget(
-    tmp_path: Path, keys: Keys, store: LibsqlMemoryStore
+    tmp_path: Path, keys: Keys, store: SqliteMemoryStore
 ) -> None:
     notebook_id = open_notebook(store)
     _notes(store, notebook_id, 3)
@@ -188,7 +188,7 @@ def test_a_backup_taken_while_open_cannot_be_opened_after_forget(
         for name in ("memory.db", "memory.db-wal"):
             if (tmp_path / name).exists():
                 shutil.copy(tmp_path / name, backup / name)
-    copy = LibsqlMemoryStore(backup / "memory.db", keyring=keys.keyring())
+    copy = SqliteMemoryStore(backup / "memory.db", keyring=keys.keyring())
     assert copy.record(notebook_id, "note:n1") is not None  # the backup opens while the key lives
     copy.close()
     store.forget(notebook_id, FakeClock()())
@@ -196,7 +196,7 @@ def test_a_backup_taken_while_open_cannot_be_opened_after_forget(
     assert not keys.holds(notebook_id)
     sealed = _raw(backup / "memory.db", "SELECT name, version, digest, content FROM records")
     assert len(sealed) == 3
-    copy = LibsqlMemoryStore(backup / "memory.db", keyring=keys.keyring())
+    copy = SqliteMemoryStore(backup / "memory.db", keyring=keys.keyring())
     try:
         with pytest.raises(Purged):
             copy.record(notebook_id, "note:n1")
@@ -226,7 +226,7 @@ def _forge_record(path: Path, notebook_id: str, name: str, content: str, digest:
 
 
 def test_forgeries_written_into_the_database_are_never_served(
-    tmp_path: Path, keys: Keys, store: LibsqlMemoryStore
+    tmp_path: Path, keys: Keys, store: SqliteMemoryStore
 ) -> None:
     from oh.core.canonical import sha256_hex
 
@@ -276,7 +276,7 @@ def test_forgeries_written_into_the_database_are_never_served(
     )
     with pytest.raises(Purged):
         store.read_record(forged_id, "note:x")
-    reopened = LibsqlMemoryStore(path, keyring=keys.keyring())  # not sealed for the forger either
+    reopened = SqliteMemoryStore(path, keyring=keys.keyring())  # not sealed for the forger either
     try:
         with pytest.raises(Purged):
             reopened.record(forged_id, "note:x")
@@ -288,7 +288,7 @@ def test_a_database_written_without_keys_is_sealed_when_first_opened_with_them(
     tmp_path: Path, keys: Keys
 ) -> None:
     path = tmp_path / "memory.db"
-    plain = LibsqlMemoryStore(path)
+    plain = SqliteMemoryStore(path)
     open_id = open_notebook(plain)
     _notes(plain, open_id, 3)
     write(plain, open_id, 3, "r-multi", add("note:m1", MARK), add("note:m2", MARK + " two"))
@@ -297,7 +297,7 @@ def test_a_database_written_without_keys_is_sealed_when_first_opened_with_them(
     before = {r.name: r for r in plain.records(open_id)}
     plain.close()
     assert _holding(tmp_path, MARK)  # written without keys: plain text in the file
-    sealed = LibsqlMemoryStore(path, keyring=keys.keyring())
+    sealed = SqliteMemoryStore(path, keyring=keys.keyring())
     try:
         assert {r.name: r for r in sealed.records(open_id)} == before
         assert verify_store(sealed).problems == []
@@ -306,17 +306,17 @@ def test_a_database_written_without_keys_is_sealed_when_first_opened_with_them(
     finally:
         sealed.close()
     with pytest.raises(StorageUnavailable, match="master key"):
-        LibsqlMemoryStore(path)  # sealed now: refused without its keys
+        SqliteMemoryStore(path)  # sealed now: refused without its keys
 
 
 def test_the_purge_destroys_the_data_key_first(tmp_path: Path, keys: Keys) -> None:
     path = tmp_path / "memory.db"
     clock = FakeClock()
-    store = LibsqlMemoryStore(path, keyring=keys.keyring())
+    store = SqliteMemoryStore(path, keyring=keys.keyring())
     notebook = Notebooks(store, clock=clock).open("ann", "doc", "run-1")
     _notes(store, notebook.id, 2)
     store.close()
-    access = LibsqlPurgeAccess(path, shredder=KeyShredder(keys.path))
+    access = SqlitePurgeAccess(path, shredder=KeyShredder(keys.path))
     try:
         assert access.purge([notebook.id], clock()) == {}  # not due: key and notes stay
         assert keys.holds(notebook.id)
@@ -347,7 +347,7 @@ def test_the_purge_destroys_the_data_key_first(tmp_path: Path, keys: Keys) -> No
     ],
 )
 def test_the_purge_credential_on_the_key_store_can_only_destroy_keys(
-    tmp_path: Path, keys: Keys, store: LibsqlMemoryStore, sql: str
+    tmp_path: Path, keys: Keys, store: SqliteMemoryStore, sql: str
 ) -> None:
     notebook_id = open_notebook(store)
     shredder = KeyShredder(keys.path)

@@ -8,7 +8,7 @@ cluster, taken while a notebook was open, cannot be opened once it is forgotten 
 everything left on the machine (the master key, the key store, the live cluster), and no file of
 the cluster, the backup or the archive ever holds a note in plain text.
 
-The key store stays the embedded file (``LibsqlKeyStore``) beside PostgreSQL, never a table in
+The key store stays the embedded file (``SqliteKeyStore``) beside PostgreSQL, never a table in
 it: the cluster's base backups and WAL archive would keep every key forgetting destroys.
 """
 
@@ -31,9 +31,9 @@ from oh.core.decision import Call
 from oh.errors import IntegrityError, Purged, StorageUnavailable
 from oh.keys import SEALED, NotebookCipher
 from oh.services.notebooks import Notebooks
-from oh.storage.key_store import KeyShredder
 from oh.storage.log_rows import json_rows
-from oh.storage.postgres import PostgresMemoryStore, PostgresPurgeAccess
+from oh.storage.postgres.notebooks import PostgresMemoryStore, PostgresPurgeAccess
+from oh.storage.sqlite.keys import KeyShredder
 from oh.testing.archiving import ArchivingCluster
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import (

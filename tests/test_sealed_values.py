@@ -25,7 +25,7 @@ from oh.core.changes import fingerprint_and_log, parse_changes
 from oh.core.records import kind_of
 from oh.errors import Purged
 from oh.keys import SEALED
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import add, write
 from oh.verify import verify_store
@@ -246,7 +246,7 @@ def test_a_database_sealed_before_values_were_tokens_is_converted_once_on_open(
     finally:
         converted.close()
     # Once: a second open finds nothing to convert.
-    reopened = LibsqlMemoryStore(data / "memory.db", keyring=_keyring(locations))
+    reopened = SqliteMemoryStore(data / "memory.db", keyring=_keyring(locations))
     try:
         assert reopened._token_notebooks(reopened.keyring) == 0
     finally:

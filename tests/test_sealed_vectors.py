@@ -29,7 +29,7 @@ from oh.config import (
 from oh.errors import IntegrityError, Purged
 from oh.keys import SEALED_VECTOR
 from oh.recall import HashingEmbedder, Recall
-from oh.storage.libsql_vectors import LibsqlVectorStore
+from oh.storage.sqlite.vectors import SqliteVectorStore
 from oh.testing.lifecycle import FakeClock
 
 NOTE_WORDS = ["patient", "biopsy", "malignant", "oncology", "referral", "stage", "three", "tumour"]
@@ -96,7 +96,7 @@ def _embed_note(data: Path, sealed: bool) -> str:
     finally:
         close_host(host)
     memory, knowledge = open_memory_store(locations), open_knowledge_store(locations)
-    vectors = LibsqlVectorStore(data / "memory.db")
+    vectors = SqliteVectorStore(data / "memory.db")
     try:
         recall = Recall(memory, vectors, HashingEmbedder(), knowledge, clock=CLOCK)
         recall.catch_up_all()
@@ -179,7 +179,7 @@ def test_plain_vectors_of_a_sealed_database_are_dropped_once_and_embedded_again_
     keyring: Any = memory.keyring  # type: ignore[attr-defined]
     # A key store from before vectors were sealed: it has no record of dropping plain ones.
     keyring.store._conn.execute("DELETE FROM markers WHERE name = 'note_vectors_sealed'")
-    vectors = LibsqlVectorStore(data / "memory.db")
+    vectors = SqliteVectorStore(data / "memory.db")
     try:
         recall = Recall(memory, vectors, HashingEmbedder(), knowledge, clock=CLOCK)
         assert _stored_vectors(data / "memory.db") == []  # the plain vector is gone

@@ -26,9 +26,9 @@ from oh.client import Client as OhClient
 from oh.client._wire import READ_ONLY_TOOLS
 from oh.core.notebook import Notebook
 from oh.host import Host
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_host import LibsqlHostRegistry
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.host import SqliteHostRegistry
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.served import in_thread
 from oh.tools import TOOL_NAMES, TOOLS, Caller, Example, Tool, Tools, inline_tools
@@ -143,9 +143,9 @@ COUNT = Tool(
 def _host(directory: Path) -> Host:
     """A host over embedded files in ``directory``, on a test clock."""
     return Host(
-        LibsqlMemoryStore(directory / "memory.db"),
-        LibsqlKnowledgeStore(directory / "knowledge.db"),
-        LibsqlHostRegistry(directory / "knowledge.db"),
+        SqliteMemoryStore(directory / "memory.db"),
+        SqliteKnowledgeStore(directory / "knowledge.db"),
+        SqliteHostRegistry(directory / "knowledge.db"),
         clock=FakeClock(),
     )
 

@@ -24,11 +24,11 @@ from oh.core.records import Record
 from oh.core.reviewed import Decision, Proposal, Source
 from oh.errors import AlreadyExists, IntegrityError, InvalidArgument
 from oh.storage.base import KnowledgeStore, MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
 from oh.storage.memory import InMemoryDatabase, InMemoryKnowledgeStore, InMemoryStore
-from oh.storage.postgres import PostgresMemoryStore
-from oh.storage.postgres_knowledge import PostgresKnowledgeStore
+from oh.storage.postgres.knowledge import PostgresKnowledgeStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.memory_store import LIFETIME, T0
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
@@ -56,14 +56,14 @@ def schema() -> Iterator[Schema]:
 
 @pytest.fixture
 def libsql_memory(tmp_path: Path) -> Iterator[MemoryStore]:
-    store = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     yield store
     store.close()
 
 
 @pytest.fixture
 def libsql_knowledge(tmp_path: Path) -> Iterator[KnowledgeStore]:
-    store = LibsqlKnowledgeStore(tmp_path / "knowledge.db", synchronous="NORMAL")
+    store = SqliteKnowledgeStore(tmp_path / "knowledge.db", synchronous="NORMAL")
     yield store
     store.close()
 
@@ -283,7 +283,7 @@ def test_an_embedded_export_imports_into_postgres_and_back_unchanged(
     assert notebooks_export(pg_memory) == exported
     assert pg_memory.records(NOTEBOOK) == libsql_memory.records(NOTEBOOK)
     assert verifies(pg_memory)
-    back = LibsqlMemoryStore(tmp_path / "back.db")
+    back = SqliteMemoryStore(tmp_path / "back.db")
     try:
         import_export(io.BytesIO(notebooks_export(pg_memory)), memory=back)
         assert notebooks_export(back) == exported
@@ -329,7 +329,7 @@ def test_a_knowledge_export_imports_into_postgres_and_back_unchanged(
     assert knowledge_export(pg_knowledge) == exported
     assert verify_knowledge(pg_knowledge).ok
     assert pg_knowledge.proposal_owners() == ["ann", "bob"]
-    back = LibsqlKnowledgeStore(tmp_path / "back.db")
+    back = SqliteKnowledgeStore(tmp_path / "back.db")
     try:
         import_export(io.BytesIO(knowledge_export(pg_knowledge)), knowledge=back)
         assert knowledge_export(back) == exported
@@ -355,7 +355,7 @@ def test_an_embedded_export_imports_into_the_in_memory_reference_and_back_unchan
         import_export(io.BytesIO(notebooks), memory=memory)
     with pytest.raises(AlreadyExists):
         import_export(io.BytesIO(knowledge), knowledge=reviewed)
-    back = LibsqlMemoryStore(tmp_path / "back.db")
+    back = SqliteMemoryStore(tmp_path / "back.db")
     try:
         import_export(io.BytesIO(notebooks_export(memory)), memory=back)
         assert notebooks_export(back) == notebooks
@@ -476,7 +476,7 @@ def test_a_non_canonical_line_is_refused(libsql_memory: MemoryStore) -> None:
     fill_memory(libsql_memory)
     lines = notebooks_export(libsql_memory).splitlines(True)[:-1]
     lines[1] = json.dumps(json.loads(lines[1]), indent=1).replace("\n", " ").encode() + b"\n"
-    target = LibsqlMemoryStore(":memory:")
+    target = SqliteMemoryStore(":memory:")
     try:
         with pytest.raises(IntegrityError, match="canonical"):
             import_export(io.BytesIO(_retrailer(lines)), memory=target)
@@ -530,8 +530,8 @@ def test_oh_export_and_import_move_a_data_directory(
     source, target = tmp_path / "source", tmp_path / "target"
     source.mkdir()
     target.mkdir()  # only oh serve and oh token create start a data directory
-    memory = LibsqlMemoryStore(source / "memory.db")
-    knowledge = LibsqlKnowledgeStore(source / "knowledge.db")
+    memory = SqliteMemoryStore(source / "memory.db")
+    knowledge = SqliteKnowledgeStore(source / "knowledge.db")
     fill_memory(memory)
     fill_knowledge(knowledge)
     memory.close()
@@ -543,8 +543,8 @@ def test_oh_export_and_import_move_a_data_directory(
         assert cmd_import(_args(data=str(target), file=str(tmp_path / file))) == 0
         result = json.loads(capsys.readouterr().out)
         assert result["event"] == "import"
-    moved_memory = LibsqlMemoryStore(target / "memory.db")
-    moved_knowledge = LibsqlKnowledgeStore(target / "knowledge.db")
+    moved_memory = SqliteMemoryStore(target / "memory.db")
+    moved_knowledge = SqliteKnowledgeStore(target / "knowledge.db")
     try:
         assert notebooks_export(moved_memory) == (tmp_path / "memory.jsonl").read_bytes()
         assert knowledge_export(moved_knowledge) == (tmp_path / "knowledge.jsonl").read_bytes()

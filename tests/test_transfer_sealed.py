@@ -34,11 +34,11 @@ from oh.errors import IntegrityError, InvalidArgument
 from oh.keys import KEY_FILE, MASTER_KEY_ENV, Keyring, MasterKey, MasterKeys, write_master_key
 from oh.keys.macs import KnowledgeMacs
 from oh.storage.base import KnowledgeStore, MemoryStore
-from oh.storage.key_store import LibsqlKeyStore
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.storage.postgres import PostgresMemoryStore
-from oh.storage.postgres_knowledge import PostgresKnowledgeStore
+from oh.storage.postgres.knowledge import PostgresKnowledgeStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
+from oh.storage.sqlite.keys import SqliteKeyStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0
 from oh.testing.postgres_cluster import Schema, fresh_schema, shared_cluster
@@ -93,15 +93,15 @@ class Keys:
         self.path = directory / "keys.db"
         self.clock = FakeClock(T0)
 
-    def memory(self, path: Path) -> LibsqlMemoryStore:
-        return LibsqlMemoryStore(path, keyring=Keyring(self.masters, LibsqlKeyStore(self.path)))
+    def memory(self, path: Path) -> SqliteMemoryStore:
+        return SqliteMemoryStore(path, keyring=Keyring(self.masters, SqliteKeyStore(self.path)))
 
-    def knowledge(self, path: Path) -> LibsqlKnowledgeStore:
-        macs = KnowledgeMacs(self.masters, LibsqlKeyStore(self.path), self.clock)
-        return LibsqlKnowledgeStore(path, macs=macs)
+    def knowledge(self, path: Path) -> SqliteKnowledgeStore:
+        macs = KnowledgeMacs(self.masters, SqliteKeyStore(self.path), self.clock)
+        return SqliteKnowledgeStore(path, macs=macs)
 
     def counts(self) -> dict[str, int]:
-        store = LibsqlKeyStore(self.path)
+        store = SqliteKeyStore(self.path)
         try:
             return store.count()
         finally:
@@ -119,7 +119,7 @@ def there(tmp_path: Path) -> Keys:
 
 
 @pytest.fixture
-def source(tmp_path: Path, here: Keys) -> Iterator[LibsqlMemoryStore]:
+def source(tmp_path: Path, here: Keys) -> Iterator[SqliteMemoryStore]:
     """A sealed store holding fill_memory's notebooks."""
     store = here.memory(tmp_path / "source.db")
     fill_memory(store)
@@ -128,9 +128,9 @@ def source(tmp_path: Path, here: Keys) -> Iterator[LibsqlMemoryStore]:
 
 
 @pytest.fixture
-def empty(tmp_path: Path) -> Iterator[LibsqlMemoryStore]:
+def empty(tmp_path: Path) -> Iterator[SqliteMemoryStore]:
     """An unsealed store with nothing in it, to import into."""
-    store = LibsqlMemoryStore(tmp_path / "empty.db")
+    store = SqliteMemoryStore(tmp_path / "empty.db")
     yield store
     store.close()
 
@@ -166,7 +166,7 @@ def split(sealed: bytes, frame: int = FRAME) -> tuple[bytes, list[bytes]]:
 
 
 def test_a_sealed_export_opens_to_exactly_the_plaintext_export(
-    source: LibsqlMemoryStore, here: Keys
+    source: SqliteMemoryStore, here: Keys
 ) -> None:
     plain = notebooks_export(source)
     out = io.BytesIO()
@@ -190,7 +190,7 @@ def _files_holding(tmp_path: Path, name: str) -> list[bytes]:
 
 
 def test_a_sealed_export_imports_into_a_sealed_store_under_the_destinations_keys(
-    tmp_path: Path, source: LibsqlMemoryStore, here: Keys, there: Keys, empty: LibsqlMemoryStore
+    tmp_path: Path, source: SqliteMemoryStore, here: Keys, there: Keys, empty: SqliteMemoryStore
 ) -> None:
     plain = notebooks_export(source)
     destination = there.memory(tmp_path / "there.db")
@@ -219,7 +219,7 @@ def test_a_sealed_export_imports_into_a_sealed_store_under_the_destinations_keys
 
 
 def test_a_sealed_export_imports_into_unsealed_stores_on_either_backend(
-    source: LibsqlMemoryStore, here: Keys, empty: LibsqlMemoryStore, schema: Schema
+    source: SqliteMemoryStore, here: Keys, empty: SqliteMemoryStore, schema: Schema
 ) -> None:
     plain = notebooks_export(source)
     sealed = sealed_notebooks(source, here.masters, CHUNK_BYTES)
@@ -237,7 +237,7 @@ def test_a_sealed_export_imports_into_unsealed_stores_on_either_backend(
 
 
 def test_a_plaintext_export_still_imports_where_a_master_key_is_configured(
-    tmp_path: Path, source: LibsqlMemoryStore, here: Keys, there: Keys
+    tmp_path: Path, source: SqliteMemoryStore, here: Keys, there: Keys
 ) -> None:
     plain = notebooks_export(source)
     destination = there.memory(tmp_path / "there.db")
@@ -283,7 +283,7 @@ def test_a_sealed_knowledge_export_imports_with_macs_and_without(
 
 
 def test_the_sealed_export_holds_none_of_the_content_and_names_the_key_only_by_id(
-    source: LibsqlMemoryStore, here: Keys
+    source: SqliteMemoryStore, here: Keys
 ) -> None:
     sealed = sealed_notebooks(source, here.masters, CHUNK_BYTES)
     assert [text for text in CONTENT if text in sealed] == []
@@ -297,7 +297,7 @@ def test_the_sealed_export_holds_none_of_the_content_and_names_the_key_only_by_i
     assert len(chunks) == 1 and len(sealed) == len(header_line) + len(notebooks_export(source)) + 16
 
 
-def test_every_export_has_a_salt_of_its_own(source: LibsqlMemoryStore, here: Keys) -> None:
+def test_every_export_has_a_salt_of_its_own(source: SqliteMemoryStore, here: Keys) -> None:
     first, second = (sealed_notebooks(source, here.masters) for _ in range(2))
     (head_1, chunks_1), (head_2, chunks_2) = split(first), split(second)
     assert json.loads(head_1)["salt"] != json.loads(head_2)["salt"]
@@ -368,7 +368,7 @@ DAMAGES: dict[str, Damage] = {
 
 @pytest.mark.parametrize("damage", list(DAMAGES), ids=list(DAMAGES))
 def test_a_damaged_sealed_export_is_integrity_and_imports_nothing(
-    source: LibsqlMemoryStore, here: Keys, empty: LibsqlMemoryStore, damage: str
+    source: SqliteMemoryStore, here: Keys, empty: SqliteMemoryStore, damage: str
 ) -> None:
     sealed = sealed_notebooks(source, here.masters)
     damaged = DAMAGES[damage](sealed, _other(source, here.masters))
@@ -384,7 +384,7 @@ def test_a_damaged_sealed_export_is_integrity_and_imports_nothing(
 def test_a_damaged_sealed_knowledge_export_imports_nothing(
     tmp_path: Path, here: Keys, there: Keys
 ) -> None:
-    original = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
+    original = SqliteKnowledgeStore(tmp_path / "knowledge.db")
     destination = there.knowledge(tmp_path / "there.db")
     try:
         fill_knowledge(original)
@@ -399,7 +399,7 @@ def test_a_damaged_sealed_knowledge_export_imports_nothing(
 
 
 def test_a_newer_sealed_format_is_refused_as_unsupported(
-    source: LibsqlMemoryStore, here: Keys, empty: LibsqlMemoryStore
+    source: SqliteMemoryStore, here: Keys, empty: SqliteMemoryStore
 ) -> None:
     newer = _edit_header(sealed_notebooks(source, here.masters), oh_sealed_export=2)
     with pytest.raises(InvalidArgument, match="sealed export version 2 is not supported"):
@@ -408,7 +408,7 @@ def test_a_newer_sealed_format_is_refused_as_unsupported(
 
 
 def test_chunks_are_opened_as_they_are_read_not_all_at_once(
-    source: LibsqlMemoryStore, here: Keys
+    source: SqliteMemoryStore, here: Keys
 ) -> None:
     header, chunks = split(sealed_notebooks(source, here.masters))
     chunks[-2] = _flip(chunks[-2], 0)
@@ -449,7 +449,7 @@ def test_any_length_seals_and_opens_whole_chunk_boundaries_included(here: Keys, 
 
 
 def test_an_export_that_fails_midway_is_left_without_its_last_chunk(
-    source: LibsqlMemoryStore, here: Keys, empty: LibsqlMemoryStore
+    source: SqliteMemoryStore, here: Keys, empty: SqliteMemoryStore
 ) -> None:
     out = io.BytesIO()
 
@@ -479,7 +479,7 @@ def test_a_chunk_size_outside_the_bounds_is_refused(here: Keys) -> None:
 
 
 def test_a_sealed_export_opens_only_with_its_master_key(
-    source: LibsqlMemoryStore, here: Keys, there: Keys, empty: LibsqlMemoryStore
+    source: SqliteMemoryStore, here: Keys, there: Keys, empty: SqliteMemoryStore
 ) -> None:
     sealed = sealed_notebooks(source, here.masters)
     for masters in (there.masters, None):

@@ -26,11 +26,11 @@ from oh.services.knowledge import Knowledge
 from oh.services.notebooks import Notebooks
 from oh.services.query import ask
 from oh.services.view import assemble
-from oh.storage.libsql import LibsqlMemoryStore, migrate
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
-from oh.storage.libsql_vectors import LibsqlVectorStore
-from oh.storage.postgres import MEMORY_MIGRATIONS, PostgresMemoryStore
-from oh.storage.postgres import migrate as migrate_postgres
+from oh.storage.postgres.notebooks import MEMORY_MIGRATIONS, PostgresMemoryStore
+from oh.storage.postgres.notebooks import migrate as migrate_postgres
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore, migrate
+from oh.storage.sqlite.vectors import SqliteVectorStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 from oh.testing.memory_store import T0, add, open_notebook, replace, write
@@ -56,34 +56,34 @@ def db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def memory(db: Path) -> Iterator[LibsqlMemoryStore]:
-    store = LibsqlMemoryStore(db)
+def memory(db: Path) -> Iterator[SqliteMemoryStore]:
+    store = SqliteMemoryStore(db)
     yield store
     store.close()
 
 
 @pytest.fixture
-def knowledge(tmp_path: Path) -> Iterator[LibsqlKnowledgeStore]:
-    store = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
+def knowledge(tmp_path: Path) -> Iterator[SqliteKnowledgeStore]:
+    store = SqliteKnowledgeStore(tmp_path / "knowledge.db")
     yield store
     store.close()
 
 
 @pytest.fixture
-def vectors(db: Path, memory: LibsqlMemoryStore) -> Iterator[LibsqlVectorStore]:
-    store = LibsqlVectorStore(db)
+def vectors(db: Path, memory: SqliteMemoryStore) -> Iterator[SqliteVectorStore]:
+    store = SqliteVectorStore(db)
     yield store
     store.close()
 
 
 @pytest.fixture
 def recall(
-    memory: LibsqlMemoryStore, vectors: LibsqlVectorStore, knowledge: LibsqlKnowledgeStore
+    memory: SqliteMemoryStore, vectors: SqliteVectorStore, knowledge: SqliteKnowledgeStore
 ) -> Recall:
     return Recall(memory, vectors, HashingEmbedder(16), knowledge, clock=FakeClock())
 
 
-def _indexed(memory: LibsqlMemoryStore, recall: Recall, run: str = "run-1") -> str:
+def _indexed(memory: SqliteMemoryStore, recall: Recall, run: str = "run-1") -> str:
     """A notebook of three notes, each with its vector."""
     notebook = open_notebook(memory, run=run)
     write(
@@ -99,11 +99,11 @@ def _indexed(memory: LibsqlMemoryStore, recall: Recall, run: str = "run-1") -> s
     return notebook
 
 
-def _vector_problems(memory: LibsqlMemoryStore, notebook: str) -> list[str]:
+def _vector_problems(memory: SqliteMemoryStore, notebook: str) -> list[str]:
     return [p.what for p in verify_notebook(memory, notebook).problems]
 
 
-def _digest(memory: LibsqlMemoryStore, notebook: str, name: str) -> str:
+def _digest(memory: SqliteMemoryStore, notebook: str, name: str) -> str:
     record = memory.record(notebook, name)
     assert record is not None
     return record.digest
@@ -113,7 +113,7 @@ def _digest(memory: LibsqlMemoryStore, notebook: str, name: str) -> str:
 
 
 def test_vectors_oh_embeds_verify_ok_and_a_replaced_notes_vector_may_wait_for_catch_up(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _indexed(memory, recall)
     assert verify_notebook(memory, notebook).problems == []
@@ -152,7 +152,7 @@ def test_vectors_oh_embeds_verify_ok_and_a_replaced_notes_vector_may_wait_for_ca
     ],
 )
 def test_verify_reports_an_altered_vector(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path, alteration: str, sql: str
+    memory: SqliteMemoryStore, recall: Recall, db: Path, alteration: str, sql: str
 ) -> None:
     notebook = _indexed(memory, recall)
     _indexed(memory, recall, run="run-2")
@@ -163,7 +163,7 @@ def test_verify_reports_an_altered_vector(
 
 
 def test_verify_reports_two_vectors_swapped(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _indexed(memory, recall)
     a, b = (_digest(memory, notebook, name) for name in ("note:a", "note:b"))
@@ -180,7 +180,7 @@ def test_verify_reports_two_vectors_swapped(
 
 
 def test_verify_reports_two_vectors_swapped_with_their_seals(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _indexed(memory, recall)
     a, b = (_digest(memory, notebook, name) for name in ("note:a", "note:b"))
@@ -200,7 +200,7 @@ def test_verify_reports_two_vectors_swapped_with_their_seals(
 
 
 def test_verify_reports_a_vector_copied_from_another_notebook(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _indexed(memory, recall)
     other = open_notebook(memory, run="run-2")
@@ -219,7 +219,7 @@ def test_verify_reports_a_vector_copied_from_another_notebook(
 
 
 def test_verify_reports_a_sealed_vector_of_a_digest_the_notebook_never_wrote(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     # Even a row whose seal was recomputed must index a digest of this notebook.
     notebook = _indexed(memory, recall)
@@ -245,7 +245,7 @@ def test_verify_reports_a_sealed_vector_of_a_digest_the_notebook_never_wrote(
     ],
 )
 def test_verify_reports_a_vector_value_of_the_wrong_type_instead_of_crashing(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path, sql: str
+    memory: SqliteMemoryStore, recall: Recall, db: Path, sql: str
 ) -> None:
     notebook = _indexed(memory, recall)
     _raw(db, sql, (notebook, _digest(memory, notebook, "note:c")))
@@ -253,7 +253,7 @@ def test_verify_reports_a_vector_value_of_the_wrong_type_instead_of_crashing(
 
 
 def test_verify_reports_vectors_left_behind_by_a_forget(
-    memory: LibsqlMemoryStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, recall: Recall, db: Path
 ) -> None:
     notebook = _indexed(memory, recall)
     kept = _indexed(memory, recall, run="run-2")
@@ -267,7 +267,7 @@ def test_verify_reports_vectors_left_behind_by_a_forget(
 # -- kept answers ---------------------------------------------------------------------------------
 
 
-def test_changes_since_answers_only_up_to_its_own_version(memory: LibsqlMemoryStore) -> None:
+def test_changes_since_answers_only_up_to_its_own_version(memory: SqliteMemoryStore) -> None:
     # A write that lands while an answer is computed is not part of it, so the answer is what
     # its version implies and verify can recompute it from the log.
     notebook = open_notebook(memory)
@@ -281,7 +281,7 @@ def test_changes_since_answers_only_up_to_its_own_version(memory: LibsqlMemorySt
 # -- reviewed vectors -----------------------------------------------------------------------------
 
 
-def _reviewed(memory: LibsqlMemoryStore, knowledge: LibsqlKnowledgeStore, recall: Recall) -> str:
+def _reviewed(memory: SqliteMemoryStore, knowledge: SqliteKnowledgeStore, recall: Recall) -> str:
     review = Knowledge(knowledge, memory, clock=FakeClock())
     proposal = review.propose("ann", source=SOURCE, record={"name": "finding:a", "text": "ten"})
     review.decide("ann", proposal.id, decision="accept", reason="checked")
@@ -291,7 +291,7 @@ def _reviewed(memory: LibsqlMemoryStore, knowledge: LibsqlKnowledgeStore, recall
 
 
 def test_verify_reports_an_altered_reviewed_vector(
-    memory: LibsqlMemoryStore, knowledge: LibsqlKnowledgeStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, knowledge: SqliteKnowledgeStore, recall: Recall, db: Path
 ) -> None:
     _reviewed(memory, knowledge, recall)
     assert verify_reviewed_vectors(memory, knowledge).problems == []
@@ -301,7 +301,7 @@ def test_verify_reports_an_altered_reviewed_vector(
 
 
 def test_verify_reports_a_reviewed_vector_of_a_digest_no_review_decided(
-    memory: LibsqlMemoryStore, knowledge: LibsqlKnowledgeStore, recall: Recall, db: Path
+    memory: SqliteMemoryStore, knowledge: SqliteKnowledgeStore, recall: Recall, db: Path
 ) -> None:
     _reviewed(memory, knowledge, recall)
     digest, blob = "e" * 64, b"\x00" * 64
@@ -329,7 +329,7 @@ def test_verify_reports_a_reviewed_vector_of_a_digest_no_review_decided(
     ],
 )
 def test_verify_reports_metadata_of_the_wrong_type_instead_of_crashing(
-    memory: LibsqlMemoryStore, sql: str, db: Path
+    memory: SqliteMemoryStore, sql: str, db: Path
 ) -> None:
     notebook = open_notebook(memory)
     _raw(db, sql, (notebook,))
@@ -347,7 +347,7 @@ def test_verify_reports_metadata_of_the_wrong_type_instead_of_crashing(
     ],
 )
 def test_verify_reports_a_kept_answer_of_the_wrong_type_instead_of_crashing(
-    memory: LibsqlMemoryStore, sql: str, db: Path
+    memory: SqliteMemoryStore, sql: str, db: Path
 ) -> None:
     from oh.testing.memory_store import keep_answers
 
@@ -384,7 +384,7 @@ def test_a_libsql_database_from_before_seals_verifies_after_upgrading(db: Path) 
 
     assert _restore(insert, DATA / "memory_before_seals_libsql.jsonl") > 20
     conn.close()
-    store = LibsqlMemoryStore(db)  # migrates to the current schema
+    store = SqliteMemoryStore(db)  # migrates to the current schema
     try:
         report = verify_store(store)
         assert report.problems == []
@@ -430,7 +430,7 @@ def test_a_postgres_database_from_before_seals_verifies_after_upgrading() -> Non
 
 
 def test_oh_verify_names_each_altered_derived_value(
-    tmp_path: Path, memory: LibsqlMemoryStore, recall: Recall, knowledge: LibsqlKnowledgeStore
+    tmp_path: Path, memory: SqliteMemoryStore, recall: Recall, knowledge: SqliteKnowledgeStore
 ) -> None:
     from oh.testing.memory_store import keep_answers
 

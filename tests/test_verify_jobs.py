@@ -31,8 +31,8 @@ from oh.config import Locations, open_knowledge_store
 from oh.core.changes import Applied
 from oh.errors import InvalidArgument, NotFound, OhError, StorageUnavailable
 from oh.storage.base import KnowledgeSource, MemoryStore
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.postgres import PostgresMemoryStore
+from oh.storage.postgres.notebooks import PostgresMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.memory_store import T0, add, keep_answers, open_notebook, replace, write
 from oh.testing.postgres_cluster import fresh_schema, shared_cluster
 from oh.verify import SPREAD_FROM_ENTRIES, VerifyReport, verify_store
@@ -88,7 +88,7 @@ def workers_only(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def data(tmp_path: Path) -> Path:
-    store = LibsqlMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(tmp_path / "memory.db", synchronous="NORMAL")
     try:
         _fill(store, 5, 12)
     finally:
@@ -145,7 +145,7 @@ def test_this_process_and_its_workers_together_report_what_one_process_reports(
 
 
 def test_one_notebook_or_jobs_1_is_verified_in_process(tmp_path: Path) -> None:
-    store = LibsqlMemoryStore(tmp_path / "memory.db")
+    store = SqliteMemoryStore(tmp_path / "memory.db")
     try:
         _fill(store, 1, 3)
         before = set(multiprocessing.active_children())
@@ -161,7 +161,7 @@ def test_one_notebook_or_jobs_1_is_verified_in_process(tmp_path: Path) -> None:
 
 def test_a_directory_below_the_threshold_stays_in_process(data: Path) -> None:
     assert SPREAD_FROM_ENTRIES > 5 * 12
-    store = LibsqlMemoryStore(data / "memory.db")
+    store = SqliteMemoryStore(data / "memory.db")
     try:
         assert verify_store(store, jobs=4, reopen=_never_opened).ok
     finally:
@@ -193,7 +193,7 @@ def test_postgres_jobs_report_exactly_what_one_process_reports() -> None:
 def large(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory above the threshold, so that ``oh verify`` shares it by itself."""
     where = tmp_path_factory.mktemp("large")
-    store = LibsqlMemoryStore(where / "memory.db", synchronous="NORMAL")
+    store = SqliteMemoryStore(where / "memory.db", synchronous="NORMAL")
     try:
         _fill(store, 4, SPREAD_FROM_ENTRIES // 4 + 1)
     finally:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from oh.services.knowledge import Knowledge
-from oh.storage.libsql import LibsqlMemoryStore
-from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.testing.knowledge import SOURCE
 from oh.testing.lifecycle import FakeClock
 from oh.verify import verify_knowledge
@@ -17,8 +17,8 @@ from oh.verify import verify_knowledge
 
 @pytest.fixture
 def knowledge_path(tmp_path: Path) -> Path:
-    memory = LibsqlMemoryStore(tmp_path / "memory.db")
-    store = LibsqlKnowledgeStore(tmp_path / "knowledge.db")
+    memory = SqliteMemoryStore(tmp_path / "memory.db")
+    store = SqliteKnowledgeStore(tmp_path / "knowledge.db")
     knowledge = Knowledge(store, memory, clock=FakeClock())
     for text in ("ten years", "twelve years"):
         proposal = knowledge.propose(
@@ -38,7 +38,7 @@ def _tamper(path: Path, *statements: str) -> None:
 
 
 def _problems(path: Path) -> set[str]:
-    store = LibsqlKnowledgeStore(path)
+    store = SqliteKnowledgeStore(path)
     try:
         report = verify_knowledge(store)
     finally:

@@ -41,9 +41,9 @@ if _typing.TYPE_CHECKING:
     from oh.storage.base import KnowledgeStore as KnowledgeStore
     from oh.storage.base import MemoryStore as MemoryStore
     from oh.storage.base import PurgeAccess as PurgeAccess
-    from oh.storage.libsql import LibsqlMemoryStore as LibsqlMemoryStore
-    from oh.storage.libsql import LibsqlPurgeAccess as LibsqlPurgeAccess
-    from oh.storage.libsql_knowledge import LibsqlKnowledgeStore as LibsqlKnowledgeStore
+    from oh.storage.sqlite.knowledge import SqliteKnowledgeStore as SqliteKnowledgeStore
+    from oh.storage.sqlite.notebooks import SqliteMemoryStore as SqliteMemoryStore
+    from oh.storage.sqlite.notebooks import SqlitePurgeAccess as SqlitePurgeAccess
     from oh.tools import Caller as Caller
     from oh.tools import Tools as Tools
     from oh.verify import VerifyReport as VerifyReport
@@ -63,8 +63,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "oh.services.knowledge": ("Decided", "Knowledge"),
     "oh.services.notebooks": ("ForgetReport", "Notebooks", "PurgeReport", "purge_expired"),
     "oh.storage.base": ("KnowledgeSource", "KnowledgeStore", "MemoryStore", "PurgeAccess"),
-    "oh.storage.libsql": ("LibsqlMemoryStore", "LibsqlPurgeAccess"),
-    "oh.storage.libsql_knowledge": ("LibsqlKnowledgeStore",),
+    "oh.storage.sqlite.notebooks": ("SqliteMemoryStore", "SqlitePurgeAccess"),
+    "oh.storage.sqlite.knowledge": ("SqliteKnowledgeStore",),
     "oh.tools": ("Caller", "Tools"),
     "oh.verify": ("VerifyReport", "rebuild", "verify_knowledge", "verify_notebook", "verify_store"),
     "oh.services.view": ("NotebookView", "view_of"),

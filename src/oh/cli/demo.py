@@ -10,7 +10,7 @@ from typing import Any
 
 from oh.core.changes import Applied, parse_changes
 from oh.services.notebooks import Notebooks
-from oh.storage.libsql import LibsqlMemoryStore
+from oh.storage.sqlite.notebooks import SqliteMemoryStore
 from oh.verify import verify_store
 
 __all__ = ["run_demo"]
@@ -24,14 +24,14 @@ def run_demo(data_dir: Path, say: Callable[[str], None]) -> bool:
     """Walk through the example, telling ``say`` each step (``oh demo`` prints them); return
     whether ``verify`` passed."""
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = LibsqlMemoryStore(data_dir / "memory.db")
+    store = SqliteMemoryStore(data_dir / "memory.db")
     try:
         return _walk(store, data_dir, say)
     finally:
         store.close()
 
 
-def _walk(store: LibsqlMemoryStore, data_dir: Path, say: Callable[[str], None]) -> bool:
+def _walk(store: SqliteMemoryStore, data_dir: Path, say: Callable[[str], None]) -> bool:
     author = "agent:reef-run-1"
     notebook = Notebooks(store).open("researcher", "reef-recovery-question", "reef-run-1")
     notebook_id = notebook.id

@@ -23,7 +23,7 @@ def configure_postgres(command: argparse.ArgumentParser) -> None:
 
 
 def cmd_postgres(args: argparse.Namespace) -> int:
-    from oh.storage.postgres import roles_sql
+    from oh.storage.postgres.notebooks import roles_sql
 
     print(roles_sql(schema=args.schema, app_role=args.app_role, purge_role=args.purge_role), end="")
     return 0

@@ -273,7 +273,7 @@ def _key_place_warnings(locations: Locations) -> tuple[str, ...]:
     backups then keep every data key that forgetting destroys, beside what it sealed."""
     if locations.keys_url is None:
         return ()
-    from oh.storage.postgres_keys import cluster_id
+    from oh.storage.postgres.keys import cluster_id
 
     keys = cluster_id(locations.keys_url)
     found = []

@@ -11,7 +11,7 @@ from pathlib import Path
 from oh.errors import InvalidArgument, NotFound
 from oh.storage.backends import backend_of
 from oh.storage.key_stores import KeyStorePlace, key_store_place
-from oh.storage.libsql import DRIVERS, Driver
+from oh.storage.sqlite.notebooks import DRIVERS, Driver
 
 __all__ = ["DEFAULT_DATA_DIR", "UNSEALED_ENV", "Locations", "embedded_driver"]
 

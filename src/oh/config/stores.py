@@ -9,7 +9,7 @@ from oh.config.keys import _check_keys, knowledge_macs, open_keyring
 from oh.config.locations import Locations
 from oh.storage.backends import backend_of
 from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
-from oh.storage.libsql import Synchronous
+from oh.storage.sqlite.notebooks import Synchronous
 
 __all__ = [
     "open_host_registry",

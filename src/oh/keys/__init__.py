@@ -7,7 +7,7 @@ Three kinds of key, each with one job:
   content; it wraps data keys and derives the knowledge MAC key. Oh cannot recover anything it
   protects if it is lost.
 * a **data key** per notebook (``oh.keys.cipher``): 32 random bytes made when the notebook is
-  created, kept wrapped by the master key in the key store (``oh.storage.key_store``), a file
+  created, kept wrapped by the master key in the key store (``oh.storage.sqlite.keys``), a file
   apart from the memory database. Every piece of the notebook's content at rest is sealed with
   it (``oh.keys.sealing`` seals a store's rows). Forgetting the notebook destroys it first:
   from then on no copy of the content anywhere can be opened.

@@ -43,7 +43,7 @@ a2b_base64 = binascii.a2b_base64
 
 
 class KeyStore(Protocol):
-    """Where wrapped data keys are kept, apart from the memory data (``oh.storage.key_store``)."""
+    """Where wrapped data keys are kept, apart from the memory data (``oh.storage.sqlite.keys``)."""
 
     def put(self, notebook_id: str, master_id: str, wrapped: bytes) -> None:
         """Keep a notebook's wrapped key durably; ``already_exists`` if it has one."""

@@ -94,7 +94,7 @@ class RowKind:
 
 
 class Markers(Protocol):
-    """Where the migration marker lives: the key store (``oh.storage.key_store``), never the
+    """Where the migration marker lives: the key store (``oh.storage.sqlite.keys``), never the
     knowledge database, whose writer could otherwise erase it and have forgeries MACed."""
 
     def marker(self, name: str) -> str | None: ...

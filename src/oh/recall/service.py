@@ -80,7 +80,7 @@ Progress = Callable[[int, int], None]
 
 class VectorStore(Protocol):
     """Where vectors live (the memory database). Rows are ``(digest, vector bytes)``, never
-    text; ``oh.storage.libsql_vectors.LibsqlVectorStore`` is the embedded implementation."""
+    text; ``oh.storage.sqlite.vectors.SqliteVectorStore`` is the embedded implementation."""
 
     def open_notebook_ids(self, now: datetime) -> list[str]: ...
 

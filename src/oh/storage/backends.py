@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from oh.keys import Keyring, KeyShredding
     from oh.keys.macs import KnowledgeMacs
     from oh.storage.base import HostRegistry, KnowledgeStore, MemoryStore, PurgeAccess
-    from oh.storage.libsql import Driver, Synchronous
-    from oh.storage.sql_vectors import SqlVectorStore
+    from oh.storage.sql.vectors import SqlVectorStore
+    from oh.storage.sqlite.notebooks import Driver, Synchronous
 
 __all__ = ["Backend", "Where", "backend_of"]
 
@@ -97,7 +97,7 @@ class Backend(Protocol):
 
 
 class Embedded:
-    """The SQLite files of one machine (``oh.storage.libsql``), through ``where.driver``."""
+    """The SQLite files of one machine (``oh.storage.sqlite``), through ``where.driver``."""
 
     local = True
 
@@ -114,36 +114,36 @@ class Embedded:
         return None
 
     def memory(self, where: Where) -> MemoryOpener:
-        from oh.storage.libsql import LibsqlMemoryStore
+        from oh.storage.sqlite.notebooks import SqliteMemoryStore
 
         path, driver = where.memory_path(), where.driver
-        return lambda keyring, synchronous: LibsqlMemoryStore(
+        return lambda keyring, synchronous: SqliteMemoryStore(
             path, keyring=keyring, synchronous=synchronous, driver=driver
         )
 
     def knowledge(self, where: Where) -> KnowledgeOpener:
-        from oh.storage.libsql_knowledge import LibsqlKnowledgeStore
+        from oh.storage.sqlite.knowledge import SqliteKnowledgeStore
 
         path, driver = where.knowledge_path(), where.driver
-        return lambda macs, synchronous: LibsqlKnowledgeStore(
+        return lambda macs, synchronous: SqliteKnowledgeStore(
             path, macs=macs, synchronous=synchronous, driver=driver
         )
 
     def host_registry(self, where: Where) -> HostRegistry:
-        from oh.storage.libsql_host import LibsqlHostRegistry
+        from oh.storage.sqlite.host import SqliteHostRegistry
 
-        return LibsqlHostRegistry(where.knowledge_path(), driver=where.driver)
+        return SqliteHostRegistry(where.knowledge_path(), driver=where.driver)
 
     def purge_access(self, where: Where) -> PurgeOpener:
-        from oh.storage.libsql import LibsqlPurgeAccess
+        from oh.storage.sqlite.notebooks import SqlitePurgeAccess
 
         path = where.memory_path()
-        return lambda shredder: LibsqlPurgeAccess(path, shredder=shredder)
+        return lambda shredder: SqlitePurgeAccess(path, shredder=shredder)
 
     def vectors(self, where: Where) -> SqlVectorStore:
-        from oh.storage.libsql_vectors import LibsqlVectorStore
+        from oh.storage.sqlite.vectors import SqliteVectorStore
 
-        return LibsqlVectorStore(where.memory_path(), driver=where.driver)
+        return SqliteVectorStore(where.memory_path(), driver=where.driver)
 
     def sealed_memory(self, where: Where) -> str | None:
         path = where.existing_memory_path()
@@ -167,7 +167,7 @@ class Embedded:
 
 
 class Postgres:
-    """PostgreSQL (``oh.storage.postgres*``): one cluster many servers share."""
+    """PostgreSQL (``oh.storage.postgres.notebooks*``): one cluster many servers share."""
 
     local = False
 
@@ -181,41 +181,41 @@ class Postgres:
         pass  # the server's to check, when a store connects
 
     def cluster(self, url: str | None) -> int | None:
-        from oh.storage.postgres_keys import cluster_id
+        from oh.storage.postgres.keys import cluster_id
 
         return cluster_id(str(url))
 
     def memory(self, where: Where) -> MemoryOpener:
-        from oh.storage.postgres import open_postgres_memory
+        from oh.storage.postgres.notebooks import open_postgres_memory
 
         url = str(where.memory_url)
         # Durability is the server's (``synchronous_commit``), not a per-store setting.
         return lambda keyring, _synchronous: open_postgres_memory(url, keyring=keyring)
 
     def knowledge(self, where: Where) -> KnowledgeOpener:
-        from oh.storage.postgres_knowledge import open_postgres_knowledge
+        from oh.storage.postgres.knowledge import open_postgres_knowledge
 
         url = str(where.knowledge_url)
         return lambda macs, _synchronous: open_postgres_knowledge(url, macs=macs)
 
     def host_registry(self, where: Where) -> HostRegistry:
-        from oh.storage.postgres_host import PostgresHostRegistry
+        from oh.storage.postgres.host import PostgresHostRegistry
 
         return PostgresHostRegistry(str(where.knowledge_url))
 
     def purge_access(self, where: Where) -> PurgeOpener:
-        from oh.storage.postgres import open_postgres_purge
+        from oh.storage.postgres.notebooks import open_postgres_purge
 
         url = str(where.memory_url)
         return lambda shredder: open_postgres_purge(url, shredder=shredder)
 
     def vectors(self, where: Where) -> SqlVectorStore:
-        from oh.storage.postgres_vectors import PostgresVectorStore
+        from oh.storage.postgres.vectors import PostgresVectorStore
 
         return PostgresVectorStore(str(where.memory_url))
 
     def sealed_memory(self, where: Where) -> str | None:
-        from oh.storage.postgres import sealing_recorded
+        from oh.storage.postgres.notebooks import sealing_recorded
 
         url = str(where.memory_url)
         return masked_url(url) if sealing_recorded(url) else None

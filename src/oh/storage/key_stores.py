@@ -1,8 +1,8 @@
 """Where the key store lives, and the one place its backend is chosen (docs/keys.md).
 
-On one machine it is ``keys.db`` in the keys directory (``oh.storage.key_store``); for many
+On one machine it is ``keys.db`` in the keys directory (``oh.storage.sqlite.keys``); for many
 servers it is a PostgreSQL database every server shares (``OH_KEYS_URL``,
-``oh.storage.postgres_keys``). Everything above asks a ``KeyStorePlace`` whether the store
+``oh.storage.postgres.keys``). Everything above asks a ``KeyStorePlace`` whether the store
 exists and opens it, or the purge worker's shredder on it, without knowing which it is.
 """
 
@@ -14,7 +14,7 @@ from typing import Protocol
 
 from oh.errors import InvalidArgument, NotFound
 from oh.keys import KeyShredding, KeyStore
-from oh.storage.key_store import KEY_STORE_FILE, KeyShredder, LibsqlKeyStore
+from oh.storage.sqlite.keys import KEY_STORE_FILE, KeyShredder, SqliteKeyStore
 from oh.storage.urls import is_postgres_url, masked_url
 
 __all__ = ["KeyStorePlace", "key_store_place"]
@@ -65,16 +65,16 @@ class FileKeyStore:
     def exists(self) -> bool:
         return self.path.is_file()
 
-    def open(self) -> LibsqlKeyStore:
+    def open(self) -> SqliteKeyStore:
         try:
-            return LibsqlKeyStore(self.path)
+            return SqliteKeyStore(self.path)
         except OSError as exc:  # the keys directory cannot be made: bad input, not a crash
             raise InvalidArgument(
                 f"cannot create the key store {self.path}: {exc.strerror}"
             ) from exc
 
-    def open_existing(self) -> LibsqlKeyStore:
-        return LibsqlKeyStore(self.path, create=False)
+    def open_existing(self) -> SqliteKeyStore:
+        return SqliteKeyStore(self.path, create=False)
 
     def shredder(self) -> KeyShredder | None:
         return KeyShredder(self.path) if self.exists() else None
@@ -95,12 +95,12 @@ class PostgresKeyStorePlace:
         return True
 
     def exists(self) -> bool:
-        from oh.storage.postgres_keys import key_store_exists
+        from oh.storage.postgres.keys import key_store_exists
 
         return key_store_exists(self.url)
 
     def open(self) -> KeyStore:
-        from oh.storage.postgres_keys import PostgresKeyStore
+        from oh.storage.postgres.keys import PostgresKeyStore
 
         return PostgresKeyStore(self.url)
 
@@ -110,7 +110,7 @@ class PostgresKeyStorePlace:
         return self.open()
 
     def shredder(self) -> KeyShredding | None:
-        from oh.storage.postgres_keys import PostgresKeyShredder
+        from oh.storage.postgres.keys import PostgresKeyShredder
 
         return PostgresKeyShredder(self.url) if self.exists() else None
 

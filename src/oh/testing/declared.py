@@ -69,7 +69,7 @@ def combination(part: object) -> tuple[str, bool]:
     module = type(part).__module__
     if module.startswith("oh.storage.postgres"):
         backend = "postgres"
-    elif module.startswith("oh.storage.libsql"):
+    elif module.startswith("oh.storage.sqlite"):
         driver = getattr(part, "driver", "sqlite3")
         backend = "sqlite" if driver == "sqlite3" else f"sqlite ({driver} driver)"
     elif module.startswith("oh.storage.memory"):

@@ -283,7 +283,7 @@ def shared_cluster() -> PostgresCluster:
 
 def roles_bootstrap() -> str:
     """The cluster-wide roles the tests use; a deployment creates them with ``roles_sql``."""
-    from oh.storage.postgres import roles_sql
+    from oh.storage.postgres.notebooks import roles_sql
 
     return roles_sql(schema="public", app_role=APP_ROLE, purge_role=PURGE_ROLE)
 
@@ -311,7 +311,7 @@ class Schema:
 @contextlib.contextmanager
 def fresh_schema(cluster: PostgresCluster, prefix: str = "t") -> Iterator[Schema]:
     """A new schema set up exactly as ``oh postgres roles`` sets one up; dropped afterwards."""
-    from oh.storage.postgres import roles_sql
+    from oh.storage.postgres.notebooks import roles_sql
 
     name = f"{prefix}_{secrets.token_hex(6)}"
     cluster.execute(roles_sql(schema=name, app_role=APP_ROLE, purge_role=PURGE_ROLE))

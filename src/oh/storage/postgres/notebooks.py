@@ -18,7 +18,7 @@ extra) is imported when a store is opened, so ``import oh`` works without it.
 
 With a keyring (docs/keys.md) every notebook's content is sealed with its own data key before it
 goes into SQL and opened when it comes out (``oh.keys.sealing``); the keys live in the key
-store, an embedded file or a database in a cluster of its own (``oh.storage.postgres_keys``),
+store, an embedded file or a database in a cluster of its own (``oh.storage.postgres.keys``),
 never beside the notes: this cluster's base backups and WAL archive would otherwise keep every
 key that forgetting destroys.
 
@@ -66,9 +66,9 @@ from oh.errors import (
 from oh.keys import Keyring, KeyShredding, NotebookCipher
 from oh.keys.sealing import opened_values, tokens
 from oh.storage.base import RecordCheck, VectorRow
-from oh.storage.postgres_prepared import PreparedCall
+from oh.storage.postgres.prepared import PreparedCall
 from oh.storage.sql import Connection, QmarkConnection
-from oh.storage.sql_memory import SqlMemoryStore
+from oh.storage.sql.notebooks import SqlMemoryStore
 
 if TYPE_CHECKING:
     import psycopg
@@ -603,7 +603,7 @@ def _counts(value: Any) -> dict[str, int]:
 
 
 class PostgresMemoryStore(PostgresDatabase, SqlMemoryStore):
-    """``MemoryStore`` on PostgreSQL: the shared statements (``oh.storage.sql_memory``) and the
+    """``MemoryStore`` on PostgreSQL: the shared statements (``oh.storage.sql.notebooks``) and the
     log in this backend's layout (an entry row and a row per change)."""
 
     COMPONENT = "memory"

@@ -1,4 +1,4 @@
-"""Recall's vector tables on PostgreSQL (docs/recall.md): ``oh.storage.sql_vectors`` over the
+"""Recall's vector tables on PostgreSQL (docs/recall.md): ``oh.storage.sql.vectors`` over the
 memory database's cluster (migration 0009).
 
 Every server keeps its own similarity index in memory, built from these rows and rebuilt from
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from oh.storage.postgres import MEMORY_MIGRATIONS, PostgresDatabase
-from oh.storage.sql_vectors import VECTOR_TABLES, SqlVectorStore
+from oh.storage.postgres.notebooks import MEMORY_MIGRATIONS, PostgresDatabase
+from oh.storage.sql.vectors import VECTOR_TABLES, SqlVectorStore
 
 __all__ = ["PostgresVectorStore"]
 

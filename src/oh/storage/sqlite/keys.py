@@ -23,7 +23,7 @@ from typing import Any
 
 from oh.errors import AlreadyExists, NotFound, StorageUnavailable
 
-__all__ = ["KEY_STORE_FILE", "KeyShredder", "LibsqlKeyStore"]
+__all__ = ["KEY_STORE_FILE", "KeyShredder", "SqliteKeyStore"]
 
 KEY_STORE_FILE = "keys.db"
 
@@ -85,7 +85,7 @@ class _KeyFile:
                 raise StorageUnavailable(f"key store {self.path}: {exc}") from None
 
 
-class LibsqlKeyStore(_KeyFile):
+class SqliteKeyStore(_KeyFile):
     """``KeyStore`` on one SQLite file. Thread-safe."""
 
     def __init__(self, path: str | Path, *, create: bool = True) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from oh.storage.libsql import LibsqlDatabase
-from oh.storage.sql_host import SqlHostRegistry
+from oh.storage.sql.host import SqlHostRegistry
+from oh.storage.sqlite.notebooks import SqliteDatabase
 
-__all__ = ["LibsqlHostRegistry"]
+__all__ = ["SqliteHostRegistry"]
 
 
-class LibsqlHostRegistry(LibsqlDatabase, SqlHostRegistry):
+class SqliteHostRegistry(SqliteDatabase, SqlHostRegistry):
     """``HostRegistry`` on the knowledge database file (tables from its migrations)."""
 
     MIGRATIONS = "oh.storage.migrations.libsql_knowledge"

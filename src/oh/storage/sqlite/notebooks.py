@@ -54,7 +54,7 @@ from oh.keys.sealing import (
 from oh.storage.base import OPENING_GRACE_FLOOR, PURGE_CLOCK_ALLOWANCE, RecordCheck, VectorRow
 from oh.storage.group_commit import GroupCommit, Waiter
 from oh.storage.log_rows import change_columns, json_rows, new_tuple
-from oh.storage.sql_memory import SqlMemoryStore
+from oh.storage.sql.notebooks import SqlMemoryStore
 
 logger = logging.getLogger("oh.storage")
 
@@ -62,9 +62,9 @@ __all__ = [
     "DRIVERS",
     "DRIVER_ERRORS",
     "Driver",
-    "LibsqlDatabase",
-    "LibsqlMemoryStore",
-    "LibsqlPurgeAccess",
+    "SqliteDatabase",
+    "SqliteMemoryStore",
+    "SqlitePurgeAccess",
     "Synchronous",
     "connect",
     "open_driver",
@@ -535,7 +535,7 @@ def _append(conn: Any, entry: LogEntry, kinds: Sequence[str]) -> bool:
 
 
 class _Statement:
-    """``LibsqlDatabase._statement``: a connection's lock and the error translation as one
+    """``SqliteDatabase._statement``: a connection's lock and the error translation as one
     stateless object, since one-statement reads are the hot path (a generator-based context
     manager costs about four times as much a use)."""
 
@@ -556,7 +556,7 @@ class _Statement:
         translated.__exit__(kind, exc, tb)
 
 
-class LibsqlDatabase:
+class SqliteDatabase:
     """One libSQL file, migrated on open. Thread-safe.
 
     Two connections, each behind its own lock: one for writes (and for reads made while a
@@ -638,14 +638,14 @@ class LibsqlDatabase:
             self._conn.close()
 
 
-class LibsqlMemoryStore(LibsqlDatabase, SqlMemoryStore):
-    """``MemoryStore`` on one libSQL file: the shared statements (``oh.storage.sql_memory``) and
+class SqliteMemoryStore(SqliteDatabase, SqlMemoryStore):
+    """``MemoryStore`` on one libSQL file: the shared statements (``oh.storage.sql.notebooks``) and
     the log in this backend's layout (one row per entry)."""
 
     MIGRATIONS = "oh.storage.migrations.libsql"
 
     def __init__(self, path: str | Path, *, keyring: Keyring | None = None, **options: Any) -> None:
-        """``options`` as for ``LibsqlDatabase``; then the group commit's queue (``_remember``).
+        """``options`` as for ``SqliteDatabase``; then the group commit's queue (``_remember``).
 
         With ``keyring`` the notebooks' content is sealed (docs/keys.md); the first time a
         database is opened with one, every notebook written before is sealed (``_seal_notebooks``).
@@ -1031,7 +1031,7 @@ def purge_authorizer(
     return sqlite3.SQLITE_DENY  # PRAGMA, INSERT, CREATE, DROP, ALTER, ATTACH, ANALYZE, ...
 
 
-class LibsqlPurgeAccess:
+class SqlitePurgeAccess:
     """The purge worker's credential on an embedded memory database, and nothing more.
 
     It can list notebooks past their forget time, delete one that is (still) past it leaving the

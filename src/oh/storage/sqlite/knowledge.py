@@ -1,5 +1,5 @@
 """The embedded knowledge database: one libSQL file, separate from the memory database. Its
-statements are ``oh.storage.sql_knowledge``'s; its tables, triggers and indexes are its
+statements are ``oh.storage.sql.knowledge``'s; its tables, triggers and indexes are its
 migrations'."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from oh.keys.macs import KnowledgeMacs
-from oh.storage.libsql import LibsqlDatabase, translated
-from oh.storage.sql_knowledge import SqlKnowledgeStore
+from oh.storage.sql.knowledge import SqlKnowledgeStore
+from oh.storage.sqlite.notebooks import SqliteDatabase, translated
 
-__all__ = ["LibsqlKnowledgeStore"]
+__all__ = ["SqliteKnowledgeStore"]
 
 
-class LibsqlKnowledgeStore(LibsqlDatabase, SqlKnowledgeStore):
+class SqliteKnowledgeStore(SqliteDatabase, SqlKnowledgeStore):
     """``KnowledgeStore`` on one libSQL file."""
 
     MIGRATIONS = "oh.storage.migrations.libsql_knowledge"
@@ -22,7 +22,7 @@ class LibsqlKnowledgeStore(LibsqlDatabase, SqlKnowledgeStore):
     def __init__(
         self, path: str | Path, *, macs: KnowledgeMacs | None = None, **options: Any
     ) -> None:
-        """``options`` as for ``LibsqlDatabase``; ``macs`` to write and check the MAC of every
+        """``options`` as for ``SqliteDatabase``; ``macs`` to write and check the MAC of every
         row (``oh.keys.macs``), None for neither."""
         super().__init__(path, **options)
         try:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from oh.errors import AlreadyExists
-from oh.storage.postgres import (
+from oh.storage.postgres.notebooks import (
     POOL_TIMEOUT,
     PostgresDatabase,
     _psycopg,

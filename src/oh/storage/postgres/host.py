@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from oh.storage.postgres import PostgresDatabase
-from oh.storage.postgres_knowledge import KNOWLEDGE_MIGRATIONS
-from oh.storage.sql_host import SqlHostRegistry
+from oh.storage.postgres.knowledge import KNOWLEDGE_MIGRATIONS
+from oh.storage.postgres.notebooks import PostgresDatabase
+from oh.storage.sql.host import SqlHostRegistry
 
 __all__ = ["PostgresHostRegistry"]
 

@@ -1,6 +1,6 @@
 """The knowledge database on PostgreSQL: the same tables, triggers and semantics as the
 embedded knowledge database, shared by every server. Its statements are
-``oh.storage.sql_knowledge``'s (which says how concurrent decisions take turns), all but the
+``oh.storage.sql.knowledge``'s (which says how concurrent decisions take turns), all but the
 one reading what is in view at a revision."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from oh.keys.macs import KnowledgeMacs
-from oh.storage.postgres import PostgresDatabase
-from oh.storage.sql_knowledge import SqlKnowledgeStore
+from oh.storage.postgres.notebooks import PostgresDatabase
+from oh.storage.sql.knowledge import SqlKnowledgeStore
 
 __all__ = ["KNOWLEDGE_MIGRATIONS", "PostgresKnowledgeStore", "open_postgres_knowledge"]
 

@@ -1,4 +1,4 @@
-"""The embedded backend's vector tables (docs/recall.md): ``oh.storage.sql_vectors`` over one
+"""The embedded backend's vector tables (docs/recall.md): ``oh.storage.sql.vectors`` over one
 libSQL file.
 
 This store opens its own connection to the memory database, so embedding catch-up in a
@@ -10,19 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from oh.storage.libsql import (
+from oh.storage.sql.vectors import VECTOR_TABLES, SqlVectorStore
+from oh.storage.sqlite.notebooks import (
     BUSY_WAIT_SECONDS,
     Driver,
-    LibsqlDatabase,
+    SqliteDatabase,
     Synchronous,
     translated,
 )
-from oh.storage.sql_vectors import VECTOR_TABLES, SqlVectorStore
 
-__all__ = ["VECTOR_TABLES", "LibsqlVectorStore"]
+__all__ = ["VECTOR_TABLES", "SqliteVectorStore"]
 
 
-class LibsqlVectorStore(LibsqlDatabase, SqlVectorStore):
+class SqliteVectorStore(SqliteDatabase, SqlVectorStore):
     """Note and reviewed-record vectors in the memory database (one libSQL file).
 
     ``synchronous`` defaults to ``NORMAL`` on this connection only: vectors are derived data,
