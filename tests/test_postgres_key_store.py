@@ -232,6 +232,8 @@ def test_a_key_destroyed_under_an_older_reader_leaves_the_files_when_the_reader_
     the new file: the compaction waits for it; one that outlives the wait leaves the mark."""
     store = PostgresKeyStore(keys.url())
     impatient = PostgresKeyStore(keys.url(), compaction_wait=0.3)
+    creator = PostgresKeyStore(keys.url(), compaction_wait=60)
+    creator.CREATION_WAIT = 0.2
     waited, outlived = os.urandom(60), os.urandom(60)
     try:
         store.put("nb-waited", "m1", waited)
@@ -246,10 +248,18 @@ def test_a_key_destroyed_under_an_older_reader_leaves_the_files_when_the_reader_
             assert "transactions older than it are still open" in caplog.text
             assert store.marker(COMPACTION_DUE) is not None
             assert _cluster_files_holding(key_cluster, outlived)
-        store.put("nb-next", "m1", os.urandom(60))  # the next key created compacts again
+            # A key created meanwhile waits briefly for the reader, then leaves the mark...
+            creator.put("nb-during", "m1", os.urandom(60))
+            assert store.marker(COMPACTION_DUE) is not None
+        # ...and that store does not try again at once, so one long transaction slows one
+        # creation, not every one.
+        creator.put("nb-backed-off", "m1", os.urandom(60))
+        assert _cluster_files_holding(key_cluster, outlived)
+        store.put("nb-next", "m1", os.urandom(60))  # the next key created elsewhere compacts
         assert _cluster_files_holding(key_cluster, outlived) == []
         assert store.marker(COMPACTION_DUE) is None
     finally:
+        creator.close()
         impatient.close()
         store.close()
 

@@ -18,6 +18,7 @@ read, create or change one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -66,12 +67,15 @@ class PostgresKeyStore(PostgresDatabase):
 
     COMPONENT = "keys"
     MIGRATIONS = "oh.storage.migrations.postgres_keys"
+    # Seconds the compaction a key's creation runs (for the mark) waits for older transactions.
+    CREATION_WAIT = 2.0
 
     def __init__(self, url: str, **options: Any) -> None:
         options.setdefault("max_size", 4)
         options.setdefault("application_name", "oh-keys")
         super().__init__(url, **options)
         self.path = masked_url(url)  # where the keys are, as messages show it
+        self._retry_after = 0.0  # ``time.monotonic()`` before which ``put`` does not compact
 
     def _one(self, sql: str, params: Sequence[Any]) -> Any:
         with self._transaction() as conn:
@@ -86,8 +90,15 @@ class PostgresKeyStore(PostgresDatabase):
             )
         except AlreadyExists:
             raise AlreadyExists(f"notebook {notebook_id} has a data key already") from None
-        if row is not None and row[0] is not None:
-            self.compact(due=row[0])  # the purge worker destroyed keys since the last one
+        due = None if row is None else row[0]
+        if due is None or time.monotonic() < self._retry_after:
+            return
+        # The purge worker (or a compaction that could not finish) left the mark. Creating a
+        # notebook waits briefly for older transactions; a compaction that fails is tried again
+        # only after a while, so a transaction left open on this database slows one creation
+        # here, not every one.
+        if not self.compact(due=due, wait=self.CREATION_WAIT):
+            self._retry_after = time.monotonic() + self.compaction_wait
 
     def get(self, notebook_id: str) -> tuple[str, bytes] | None:
         row = self._one(
@@ -117,13 +128,14 @@ class PostgresKeyStore(PostgresDatabase):
             self.compact(due=due)
         return gone
 
-    def compact(self, *, due: str | None = None) -> bool:
+    def compact(self, *, due: str | None = None, wait: float | None = None) -> bool:
         """``VACUUM FULL`` of the keys table, a WAL switch and a checkpoint; then the purge
-        worker's mark (``due``, as read) is cleared. False if this role may not do the WAL step
-        (``pg_checkpoint``, granted by ``oh postgres roles``) or if a transaction older than
-        the compaction outlived its wait; the purge worker's mark then stays, so the next key
-        created compacts again."""
-        done = self._vacuum(list(KEY_TABLES), full=True)
+        worker's mark (``due``, as read) is cleared. It waits ``wait`` seconds (by default
+        ``compaction_wait``) for older transactions to end. False if this role may not do the
+        WAL step (``pg_checkpoint``, granted by ``oh postgres roles``) or if a transaction older
+        than the compaction outlived its wait; the purge worker's mark then stays, so a key
+        created later compacts again."""
+        done = self._vacuum(list(KEY_TABLES), full=True, wait=wait)
         if due is not None and done:
             with self._transaction() as conn:
                 conn.execute(

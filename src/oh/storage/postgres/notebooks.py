@@ -469,14 +469,14 @@ class PostgresDatabase:
         host, port, database, schema = row
         return f"postgresql://{host}:{port}/{database} (schema {schema})"
 
-    def _vacuum(self, tables: Sequence[str], *, full: bool) -> bool:
+    def _vacuum(self, tables: Sequence[str], *, full: bool, wait: float | None = None) -> bool:
         """``VACUUM`` (or ``VACUUM FULL``) the tables; with ``full``, also switch to a new WAL
         segment and checkpoint so the segments that logged deleted rows are released.
 
         A transaction whose snapshot is older than a forget may still see the forgotten rows,
         so ``VACUUM FULL`` copies them into the new files ("recently dead") for as long as it
-        lives: a full compaction first waits, up to ``compaction_wait`` seconds, for every
-        transaction open in this database when it began to end (as ``CREATE INDEX
+        lives: a full compaction first waits, up to ``compaction_wait`` seconds (or ``wait``),
+        for every transaction open in this database when it began to end (as ``CREATE INDEX
         CONCURRENTLY`` waits for older snapshots). Returns False if one outlived the wait (the
         next compaction finishes the job) or if this role may not do the WAL step (the server's
         next checkpoint will)."""
@@ -489,7 +489,7 @@ class PostgresDatabase:
         with translated(), self._pool.connection() as conn:
             conn.autocommit = True  # VACUUM cannot run inside a transaction
             try:
-                settled = self._older_transactions_ended(conn) if full else True
+                settled = self._older_transactions_ended(conn, wait) if full else True
                 conn.execute(statement)
                 if not full:
                     return True
@@ -502,16 +502,19 @@ class PostgresDatabase:
             finally:
                 conn.autocommit = False
 
-    def _older_transactions_ended(self, conn: psycopg.Connection[Any]) -> bool:
-        """Wait until every transaction open in this database now has ended, or
-        ``compaction_wait`` has passed (False, with a warning naming the processes).
+    def _older_transactions_ended(
+        self, conn: psycopg.Connection[Any], wait: float | None = None
+    ) -> bool:
+        """Wait until every transaction open in this database now has ended, or ``wait`` (by
+        default ``compaction_wait``) seconds have passed (False, with a warning naming the
+        processes).
 
         Each transaction holds a lock on its own virtual transaction id, which ``pg_locks``
         shows to every role; a new transaction gets a new id, so an id gone is a transaction
         ended. (A standby's queries reported through ``hot_standby_feedback`` and replication
         slots hold rows back too, and show no such lock: docs/postgres.md.)"""
         older = set(conn.execute(_OPEN_TRANSACTIONS).fetchall())
-        deadline = time.monotonic() + self.compaction_wait
+        deadline = time.monotonic() + (self.compaction_wait if wait is None else wait)
         while older:
             if time.monotonic() >= deadline:
                 pids = sorted({pid for pid, _ in older})
